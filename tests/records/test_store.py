@@ -1,0 +1,85 @@
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from workbench.plan import plan_episodes, shard_episodes
+from workbench.records import EpisodeResult, RecordStore, load_results
+
+PLAN = plan_episodes("metaworld", "MT10", ["push-v3", "reach-v3"], 3)
+
+
+def store(tmp_path):
+    s = RecordStore(tmp_path / "r.sqlite")
+    s.create_run("run", PLAN, {"policy": "p"})
+    return s
+
+
+def test_plan_is_frozen_and_wal_is_on(tmp_path):
+    s = store(tmp_path)
+    assert s.create_run("run", list(reversed(PLAN)), {}) == "run"  # same plan: reopen
+    with pytest.raises(ValueError, match="different plan"):
+        s.create_run("run", PLAN[:2], {})
+    assert sqlite3.connect(s.path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert len(s.pending("run")) == 6
+
+
+def test_claim_once_finish_once(tmp_path):
+    s = store(tmp_path)
+    eid = PLAN[0].episode_id
+    with pytest.raises(ValueError, match="not claimed"):
+        s.finish("run", eid, EpisodeResult(True, 5, 5, 0.1))
+    assert s.claim("run", eid, "w0") and not s.claim("run", eid, "w1")
+    s.finish("run", eid, EpisodeResult(True, 5, 5, 0.1))
+    with pytest.raises(ValueError, match="not claimed"):
+        s.finish("run", eid, EpisodeResult(False, None, 9, 0.1))
+    row = s.results("run").set_index("episode_id").loc[eid]
+    assert row["success"] and row["terminal_step"] == 5 and row["worker"] == "w0"
+
+
+def test_recover_marks_crashed_claims_as_infrastructure_errors(tmp_path):
+    s = store(tmp_path)
+    s.claim("run", PLAN[1].episode_id, "w0")
+    s.close()
+    again = RecordStore(tmp_path / "r.sqlite")  # a new process after the crash
+    assert again.recover("run") == [PLAN[1].episode_id]
+    row = again.results("run").set_index("episode_id").loc[PLAN[1].episode_id]
+    assert row["status"] == "finished" and row["error_kind"] == "infrastructure"
+    assert "not retried" in row["error_message"]
+    assert PLAN[1].episode_id not in again.pending("run")
+
+
+def test_error_kinds_are_checked():
+    with pytest.raises(ValueError, match="error_kind"):
+        EpisodeResult(False, None, 0, 0.0, "oops")
+
+
+def _claim_all(path, worker, queue):
+    s = RecordStore(path)
+    queue.put([e.episode_id for e in PLAN if s.claim("run", e.episode_id, worker)])
+
+
+def test_concurrent_processes_claim_each_episode_exactly_once(tmp_path):
+    store(tmp_path).close()
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_claim_all, args=(tmp_path / "r.sqlite", f"w{i}", queue))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    claimed = [e for _ in procs for e in queue.get(timeout=60)]
+    for p in procs:
+        p.join()
+    assert sorted(claimed) == sorted(e.episode_id for e in PLAN)
+
+
+def test_load_results_refuses_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no records file"):
+        load_results(tmp_path / "missing.sqlite")
+
+
+def test_sharding_partitions_the_plan():
+    shards = [shard_episodes(PLAN, 4, k) for k in range(4)]
+    assert sorted(e for s in shards for e in s) == sorted(PLAN)
+    with pytest.raises(ValueError, match="shard must be in"):
+        shard_episodes(PLAN, 2, 2)

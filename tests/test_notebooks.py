@@ -1,0 +1,51 @@
+"""Notebook house rules, and every notebook executed by papermill at its tiny parameters."""
+
+import ast
+import json
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from workbench.reproduce import notebook_parameters, notebook_paths
+
+NOTEBOOKS = notebook_paths()
+
+
+def test_there_are_notebooks():
+    assert any(p.name == "01_quickstart.ipynb" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_house_rules(path):
+    nb = nbformat.read(path, as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    assert papermill.inspect_notebook(str(path)), "papermill sees the parameters"
+    for node in ast.parse(tagged[0].source).body:
+        assert isinstance(node, ast.AnnAssign), f"parameters are typed literals: {ast.unparse(node)}"
+        ast.literal_eval(node.value)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            tree = ast.parse(cell.source)
+            assert not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                           for n in ast.walk(tree)), "no def/class in notebooks"
+            assert not cell.get("outputs"), "commit notebooks without outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_runs_at_tiny_parameters(path, tmp_path):
+    params = notebook_parameters(path, "tiny")
+    if "output_dir" in params:
+        params["output_dir"] = str(tmp_path / "run")
+    params["figures_dir"] = str(tmp_path / "figures")
+    out = tmp_path / path.name
+    papermill.execute_notebook(str(path), str(out), parameters=params, cwd=str(path.parent),
+                               kernel_name="python3", progress_bar=False)
+    executed = json.loads(out.read_text())
+    assert executed["metadata"]["papermill"]["parameters"] == params
+    written = list((tmp_path / "figures").glob("*.png"))
+    assert written, "the notebook saved at least one figure"
+    for png in written:
+        assert png.with_suffix(".json").exists(), f"{png.name} has its numbers beside it"

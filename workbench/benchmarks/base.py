@@ -1,0 +1,95 @@
+"""What every benchmark adapter provides around the benchmark's own environment.
+
+An adapter keeps the benchmark's environment, reset rules and scoring unchanged; it
+only translates observations into canonical features and checks actions against the
+protocol. ``observe(features)`` renders only what is asked for, so a runtime that
+knows when a policy reads cameras pays for rendering only then.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.benchmarks.protocols import ContractError, Protocol
+from workbench.plan import EpisodeSpec
+from workbench.policies.base import Capabilities
+
+
+@dataclass
+class StepResult:
+    """Outcome of one environment step. ``done`` is success or truncation."""
+
+    reward: float
+    success: bool
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class BenchmarkAdapter(abc.ABC):
+    """One benchmark family behind a common interface."""
+
+    name: str
+    protocol: Protocol
+    max_steps: int
+
+    @abc.abstractmethod
+    def suites(self) -> list[str]:
+        """Suite names this adapter knows."""
+
+    @abc.abstractmethod
+    def tasks(self) -> list[str]:
+        """Task names of the adapter's suite."""
+
+    @abc.abstractmethod
+    def instruction(self, task: str) -> str:
+        """The natural-language instruction for a task."""
+
+    @abc.abstractmethod
+    def reset(self, episode: EpisodeSpec) -> None:
+        """Put the environment in the episode's initial state."""
+
+    @abc.abstractmethod
+    def step(self, action: np.ndarray) -> StepResult:
+        """Apply one validated ``(dim,)`` action."""
+
+    @abc.abstractmethod
+    def observe(self, features: Sequence[str]) -> dict[str, Any]:
+        """The current observation, holding exactly the requested canonical features."""
+
+    @abc.abstractmethod
+    def trajectory_state(self) -> np.ndarray:
+        """A small float32 vector recorded every step for rollout analysis."""
+
+    def render(self, feature: str) -> np.ndarray:
+        """One camera feature, rendered now (for videos)."""
+        return self.observe([feature])[feature]
+
+    def close(self) -> None:
+        """Release simulators and renderers."""
+
+
+def check_compatibility(protocol: Protocol, caps: Capabilities) -> None:
+    """Refuse a policy whose declared features or action protocol the benchmark lacks.
+
+    Called before any episode starts.
+    """
+    if caps.action_protocol != protocol.name:
+        raise ContractError(
+            f"policy emits actions for protocol {caps.action_protocol!r}, "
+            f"but the benchmark speaks {protocol.name!r} "
+            f"({protocol.action.dim}-D {protocol.action.dtype}: {protocol.action.meaning})")
+    available = set(protocol.feature_names)
+    if caps.privileged:
+        available |= set(protocol.privileged_names)
+    missing = [f for f in caps.features if f not in available]
+    if missing:
+        hint = ""
+        if set(missing) & set(protocol.privileged_names):
+            hint = " (privileged features need a policy that declares privileged=True)"
+        raise ContractError(
+            f"{protocol.name}: policy reads features {missing} the benchmark does not serve"
+            f"{hint}; available: {sorted(available)}")

@@ -1,0 +1,206 @@
+"""MetaWorld adapter (``metaworld-v1``) around MetaWorld 3.x's own environments and scoring.
+
+Suites: ``MT1:<task>``, ``MT10``, ``MT50``. Episode ``i`` of a task uses the ``i``-th
+task object (object and goal placement) that ``MT10/MT50/MT1(seed=...)`` draws for it;
+``env.set_task`` then ``reset()`` reproduces it exactly (``reset(seed=)`` is ignored by
+MetaWorld). Success is ``info["success"]``; an episode ends at the first success or
+after 500 steps, as MetaWorld's own evaluation does.
+
+Canonical features: ``images.primary`` (``corner`` camera, flipped upright),
+``images.wrist`` (``gripperPOV``), ``state`` (end-effector xyz and gripper aperture),
+``instruction``; privileged ``privileged.state`` (the full 39-D observation).
+Cameras are rendered at the model's default quality, only when asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.metaworld_tasks import INSTRUCTIONS
+from workbench.benchmarks.protocols import get_protocol
+from workbench.plan import EpisodeSpec
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+CAMERAS = {"images.primary": ("corner", True), "images.wrist": ("gripperPOV", False)}
+SUITES = ("MT10", "MT50")
+NUM_INIT_STATES = 50  # task objects MetaWorld draws per environment
+
+
+def list_suites() -> list[str]:
+    """Suite names: MT10, MT50 and ``MT1:<task>`` for every task."""
+    return list(SUITES) + [f"MT1:{t}" for t in sorted(INSTRUCTIONS)]
+
+
+def suite_tasks(suite: str) -> list[str]:
+    """Task names in a suite, refusing unknown suites with the list of known ones.
+
+    >>> suite_tasks("MT1:reach-v3")
+    ['reach-v3']
+    >>> len(suite_tasks("MT50"))
+    50
+    """
+    if suite.startswith("MT1:") and suite[4:] in INSTRUCTIONS:
+        return [suite[4:]]
+    if suite in SUITES:
+        from metaworld import env_dict
+
+        return list((env_dict.MT10_V3 if suite == "MT10" else env_dict.MT50_V3).keys())
+    raise ValueError(f"unknown MetaWorld suite {suite!r}; available: MT10, MT50, "
+                     f"MT1:<task> with task in {sorted(INSTRUCTIONS)}")
+
+
+@functools.lru_cache(maxsize=8)
+def task_set(suite: str, seed: int = 0) -> dict[str, list[Any]]:
+    """MetaWorld task objects per task name, built once per process and cached on disk.
+
+    Building MT10 takes about 8 s; the pickled task list loads in milliseconds, so
+    workers and later runs reuse it.
+    """
+    path = _cache_dir() / f"{suite.replace(':', '_')}-seed{seed}-{_metaworld_version()}.pkl"
+    if path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    import metaworld
+
+    bench = (metaworld.MT1(suite[4:], seed=seed) if suite.startswith("MT1:")
+             else getattr(metaworld, suite)(seed=seed))
+    tasks: dict[str, list[Any]] = {name: [] for name in bench.train_classes}
+    for t in bench.train_tasks:
+        tasks[t.env_name].append(t)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        pickle.dump(tasks, f)
+    tmp.replace(path)
+    return tasks
+
+
+def _cache_dir() -> Path:
+    path = Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "robo-workbench"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _metaworld_version() -> str:
+    from importlib.metadata import version
+
+    return hashlib.sha1(version("metaworld").encode()).hexdigest()[:8]
+
+
+class MetaWorldAdapter(BenchmarkAdapter):
+    """Runs MetaWorld episodes; keeps one environment and renderer per task for its life."""
+
+    name = "metaworld"
+    max_steps = 500
+
+    def __init__(self, suite: str = "MT10", seed: int = 0, image_size: int = 224) -> None:
+        self._tasks = suite_tasks(suite)
+        self.suite = suite
+        self.seed = seed
+        self.image_size = image_size
+        self.protocol = get_protocol("metaworld-v1")
+        self._envs: dict[str, Any] = {}
+        self._renderers: dict[str, Any] = {}
+        self._env: Any = None
+        self._task: str | None = None
+        self._obs: np.ndarray | None = None
+        self._steps = 0
+
+    def suites(self) -> list[str]:
+        return list_suites()
+
+    def tasks(self) -> list[str]:
+        return list(self._tasks)
+
+    def instruction(self, task: str) -> str:
+        return INSTRUCTIONS[task]
+
+    def reset(self, episode: EpisodeSpec) -> None:
+        if episode.task not in self._tasks:
+            raise ValueError(f"task {episode.task!r} is not in suite {self.suite!r}; "
+                             f"available: {self._tasks}")
+        objects = task_set(self.suite, self.seed)[episode.task]
+        if not 0 <= episode.init_state_id < len(objects):
+            raise ValueError(f"init_state_id {episode.init_state_id} out of range "
+                             f"[0, {len(objects)}) for {episode.task}")
+        self._task = episode.task
+        self._env = self._environment(episode.task)
+        self._env.set_task(objects[episode.init_state_id])
+        obs, _ = self._env.reset()
+        self._obs = obs
+        self._steps = 0
+
+    def step(self, action: np.ndarray) -> StepResult:
+        if self._env is None:
+            raise RuntimeError("MetaWorldAdapter.step() before reset()")
+        obs, reward, _, truncated, info = self._env.step(action)
+        self._obs = obs
+        self._steps += 1
+        success = bool(info["success"])
+        done = success or truncated or self._steps >= self.max_steps
+        return StepResult(float(reward), success, done, info)
+
+    def observe(self, features: Sequence[str]) -> dict[str, Any]:
+        if self._obs is None:
+            raise RuntimeError("MetaWorldAdapter.observe() before reset()")
+        out: dict[str, Any] = {}
+        for name in features:
+            if name in CAMERAS:
+                out[name] = self.render(name)
+            elif name == "state":
+                out[name] = self._obs[:4].astype(np.float32)
+            elif name == "privileged.state":
+                out[name] = self._obs.astype(np.float32)
+            elif name == "instruction":
+                out[name] = INSTRUCTIONS[self._task]
+            else:
+                self.protocol.feature(name)  # raises naming the declared features
+        return out
+
+    def render(self, feature: str = "images.primary") -> np.ndarray:
+        """One camera frame (H, W, 3) uint8 at the model's default render quality."""
+        camera, flip = CAMERAS[feature]
+        renderer = self._renderer(self._task)
+        renderer.update_scene(self._env.data, camera=camera)
+        frame = renderer.render()
+        return np.ascontiguousarray(frame[::-1]) if flip else frame
+
+    def trajectory_state(self) -> np.ndarray:
+        return self._obs[:4].astype(np.float32)
+
+    def privileged_state(self) -> np.ndarray:
+        return self._obs.astype(np.float32)
+
+    def close(self) -> None:
+        for r in self._renderers.values():
+            r.close()
+        for env in self._envs.values():
+            env.close()
+        self._renderers.clear()
+        self._envs.clear()
+        self._env = None
+
+    def _environment(self, task: str) -> Any:
+        if task not in self._envs:
+            from metaworld import env_dict
+
+            self._envs[task] = env_dict.ALL_V3_ENVIRONMENTS[task]()
+        return self._envs[task]
+
+    def _renderer(self, task: str) -> Any:
+        if task not in self._renderers:
+            import mujoco
+
+            model = self._envs[task].model
+            model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.image_size)
+            model.vis.global_.offheight = max(model.vis.global_.offheight, self.image_size)
+            self._renderers[task] = mujoco.Renderer(model, self.image_size, self.image_size)
+        return self._renderers[task]

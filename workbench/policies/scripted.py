@@ -1,0 +1,109 @@
+"""MetaWorld's scripted experts as Policies, and graded variants of known quality order.
+
+The experts read the privileged 39-D state, so their results are diagnostics, not
+capability scores. Their raw actions can exceed the action bounds (MetaWorld clips
+them inside ``step``); the policy clips them to the contract's [-1, 1] itself.
+
+Graded variants degrade the expert in seeded, reproducible ways. For a given
+``level`` in [0, 1] (0 = the expert itself) the defects are:
+
+- ``noise``: Gaussian action noise with standard deviation ``level``;
+- ``delay``: actions applied ``round(10 * level)`` steps late;
+- ``hesitate``: with probability ``0.5 * level`` per step, start a pause of 3 to 8 steps
+  with zero motion;
+- ``jerky``: with probability ``0.5 * level`` per step, an overshooting correction
+  (action scaled by up to ``1 + 2 * level`` with sign flips on one axis).
+
+Quality decreases with ``level`` within a defect; ``GRADED_LADDER`` lists variants
+whose ordering is known (measured in the tests) for validating rankings.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workbench.policies.base import Capabilities, EpisodeContext, LoadContext, Observation, Policy
+
+DEFECTS = ("none", "noise", "delay", "hesitate", "jerky")
+
+
+@dataclass
+class _ExpertEpisode:
+    expert: Any
+    rng: np.random.Generator
+    queue: deque = field(default_factory=deque)
+    pause_left: int = 0
+
+
+class ScriptedExpert(Policy):
+    """MetaWorld's hand-written expert for the episode's task (privileged)."""
+
+    name = "expert"
+
+    def __init__(self, defect: str = "none", level: float = 0.0) -> None:
+        super().__init__()
+        if defect not in DEFECTS:
+            raise ValueError(f"unknown defect {defect!r}; available: {list(DEFECTS)}")
+        if not 0.0 <= level <= 1.0:
+            raise ValueError(f"level must be in [0, 1], got {level}")
+        self.defect, self.level = defect, float(level)
+        if defect != "none":
+            self.name = f"expert-{defect}-{level:g}"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(action_protocol="metaworld-v1", features=("privileged.state",),
+                            privileged=True)
+
+    def _load(self, context: LoadContext) -> None:
+        from metaworld.policies import ENV_POLICY_MAP
+
+        self._experts = ENV_POLICY_MAP
+
+    def _reset(self, context: EpisodeContext) -> _ExpertEpisode:
+        if context.task not in self._experts:
+            raise ValueError(f"no scripted expert for task {context.task!r}")
+        return _ExpertEpisode(self._experts[context.task](),
+                              np.random.default_rng(context.seed))
+
+    def _act(self, observation: Observation, ep: _ExpertEpisode) -> np.ndarray:
+        action = np.asarray(ep.expert.get_action(observation["privileged.state"]), np.float64)
+        action = _degrade(action, self.defect, self.level, ep)
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
+def _degrade(action: np.ndarray, defect: str, level: float, ep: _ExpertEpisode) -> np.ndarray:
+    if defect == "noise":
+        return action + ep.rng.normal(0.0, level, size=action.shape)
+    if defect == "delay":
+        ep.queue.append(action)
+        if len(ep.queue) <= round(10 * level):
+            return np.zeros_like(action)
+        return ep.queue.popleft()
+    if defect == "hesitate":
+        if ep.pause_left == 0 and ep.rng.random() < 0.5 * level:
+            ep.pause_left = int(ep.rng.integers(3, 9))
+        if ep.pause_left > 0:
+            ep.pause_left -= 1
+            return np.concatenate([np.zeros(3), action[3:]])
+        return action
+    if defect == "jerky" and ep.rng.random() < 0.5 * level:
+        out = action * (1.0 + 2.0 * level * ep.rng.random())
+        axis = int(ep.rng.integers(0, 3))
+        out[axis] = -out[axis]
+        return out
+    return action
+
+
+# Variants whose quality order is known: each row is worse than the one before.
+GRADED_LADDER: tuple[tuple[str, float], ...] = (
+    ("none", 0.0),
+    ("hesitate", 0.4),
+    ("jerky", 0.5),
+    ("noise", 0.6),
+    ("delay", 0.8),
+)

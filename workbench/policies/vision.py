@@ -1,0 +1,119 @@
+"""A small torch vision policy: conv encoder over cameras, state and instruction -> action chunk.
+
+The network (``VisionNet``) encodes each camera with a shared convolutional encoder,
+the 4-D state with a linear layer and the instruction with a hashed bag of words,
+and a head emits ``chunk_size`` actions in [-1, 1]. Weights start random (seeded)
+or load from a ``.pt`` file; :func:`workbench.policies.training.train_behavior_cloning`
+fits them to expert rollouts. Runs on CPU or CUDA and batches natively.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.policies.base import Capabilities, LoadContext, Observation, Policy
+
+VOCAB_BUCKETS = 512
+
+
+def hash_tokens(text: str, buckets: int = VOCAB_BUCKETS) -> list[int]:
+    """Stable token ids for an instruction (crc32 of lower-cased words).
+
+    >>> hash_tokens("Open the drawer") == hash_tokens("open the  drawer")
+    True
+    """
+    return [zlib.crc32(w.encode()) % buckets for w in text.lower().split()]
+
+
+def build_net(cameras: int, chunk_size: int, action_dim: int = 4, width: int = 32) -> Any:
+    """The VisionNet module (imports torch lazily)."""
+    import torch
+    from torch import nn
+
+    class VisionNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = nn.Sequential(
+                nn.Conv2d(3, width, 5, stride=4, padding=2), nn.ReLU(),
+                nn.Conv2d(width, width * 2, 3, stride=2, padding=1), nn.ReLU(),
+                nn.Conv2d(width * 2, width * 2, 3, stride=2, padding=1), nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1), nn.Flatten())
+            self.state = nn.Linear(4, width)
+            self.words = nn.EmbeddingBag(VOCAB_BUCKETS, width, mode="mean")
+            self.head = nn.Sequential(
+                nn.Linear(cameras * width * 2 + 2 * width, 256), nn.ReLU(),
+                nn.Linear(256, chunk_size * action_dim), nn.Tanh())
+            self.chunk_size, self.action_dim = chunk_size, action_dim
+
+        def forward(self, images: torch.Tensor, state: torch.Tensor, tokens: torch.Tensor,
+                    offsets: torch.Tensor) -> torch.Tensor:
+            # images: (B, cameras, 3, H, W) float in [0, 1]
+            b, c = images.shape[:2]
+            feats = self.encoder(images.flatten(0, 1)).view(b, -1)
+            x = torch.cat([feats, self.state(state), self.words(tokens, offsets)], dim=1)
+            return self.head(x).view(b, self.chunk_size, self.action_dim)
+
+    return VisionNet()
+
+
+class VisionPolicy(Policy):
+    """Reads ``cameras`` plus ``state`` and ``instruction``; emits ``(chunk_size, 4)`` chunks."""
+
+    name = "vision"
+
+    def __init__(self, chunk_size: int = 8, cameras: Sequence[str] = ("images.primary",
+                 "images.wrist"), weights: str | None = None, seed: int = 0,
+                 max_batch: int = 64, threads: int | None = None) -> None:
+        super().__init__()
+        self.chunk_size, self.cameras = chunk_size, tuple(cameras)
+        self.weights, self.seed, self.max_batch, self.threads = weights, seed, max_batch, threads
+        self.net: Any = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(action_protocol="metaworld-v1",
+                            features=self.cameras + ("state", "instruction"),
+                            chunk_size=self.chunk_size, native_batching=True,
+                            max_batch=self.max_batch)
+
+    def _load(self, context: LoadContext) -> None:
+        import torch
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        torch.manual_seed(self.seed)
+        self.device = torch.device(context.device)
+        self.net = build_net(len(self.cameras), self.chunk_size)
+        if self.weights:
+            self.net.load_state_dict(torch.load(self.weights, map_location="cpu"))
+        self.net.to(self.device).eval()
+
+    def _unload(self) -> None:
+        self.net = None
+
+    def _act(self, observation: Observation, episode_state: Any) -> np.ndarray:
+        return self._act_batch([observation], [episode_state])[0]
+
+    def _act_batch(self, observations: Sequence[Observation],
+                   episode_states: Sequence[Any]) -> list[np.ndarray]:
+        import torch
+
+        with torch.inference_mode():
+            out = self.net(*self.preprocess(observations)).float().cpu().numpy()
+        return [chunk.astype(np.float32) for chunk in out]
+
+    def preprocess(self, observations: Sequence[Observation]) -> tuple[Any, ...]:
+        """Tensors for the network: images (B, cams, 3, H, W), state, tokens, offsets."""
+        import torch
+
+        images = np.stack([np.stack([o[c] for c in self.cameras]) for o in observations])
+        images_t = torch.from_numpy(images).to(self.device).permute(0, 1, 4, 2, 3).float() / 255
+        state = torch.from_numpy(np.stack([o["state"] for o in observations])).to(self.device)
+        token_lists = [hash_tokens(o["instruction"]) or [0] for o in observations]
+        offsets = torch.tensor(np.cumsum([0] + [len(t) for t in token_lists[:-1]]),
+                               device=self.device)
+        tokens = torch.tensor([t for ts in token_lists for t in ts], device=self.device)
+        return images_t, state, tokens, offsets

@@ -1,0 +1,66 @@
+"""Per-episode media: MP4 videos (imageio-ffmpeg) and rollout arrays (``.npz``).
+
+A rollout file holds ``actions`` (T, dim) float32, ``state`` (T+1, 4) float32 (the
+adapter's trajectory state before each step and after the last), ``success`` (T,)
+bool and ``reward`` (T,) float32: what the offline judge and analyses read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def episode_filename(episode_id: str) -> str:
+    """A file-system-safe stem for an episode id.
+
+    >>> episode_filename("metaworld/MT1:reach-v3/reach-v3/0001")
+    'metaworld__MT1-reach-v3__reach-v3__0001'
+    """
+    return episode_id.replace("/", "__").replace(":", "-")
+
+
+def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: int = 20) -> str:
+    """Write (H, W, 3) uint8 frames as an H.264 MP4; returns the path."""
+    import imageio.v2 as imageio
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1,
+                            ffmpeg_log_level="error") as writer:
+        for frame in frames:
+            writer.append_data(frame)
+    return str(path)
+
+
+def write_rollout(path: str | os.PathLike, actions: Sequence[np.ndarray],
+                  states: Sequence[np.ndarray], success: Sequence[bool],
+                  reward: Sequence[float]) -> str:
+    """Write a rollout ``.npz`` (see the module docstring); returns the path."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    dim = actions[0].shape[-1] if len(actions) else 0
+    np.savez_compressed(
+        path,
+        actions=np.asarray(actions, np.float32).reshape(len(actions), dim),
+        state=np.asarray(states, np.float32),
+        success=np.asarray(success, bool),
+        reward=np.asarray(reward, np.float32),
+    )
+    return str(path)
+
+
+def wants_video(video: str | int, episode_number: int) -> bool:
+    """Whether to record the ``episode_number``-th episode (0-based) of a run.
+
+    video: "off", "all", or N (the first N episodes).
+
+    >>> [wants_video(2, i) for i in range(3)], wants_video("all", 9), wants_video("off", 0)
+    ([True, True, False], True, False)
+    """
+    if video == "all":
+        return True
+    if video == "off" or video is None:
+        return False
+    return episode_number < int(video)
