@@ -1,7 +1,7 @@
 """Policies: the lifecycle base class and the shipped policies, behind a registry.
 
 >>> sorted(POLICIES)
-['expert', 'vision', 'zero']
+['expert', 'expert-vision-cost', 'vision', 'zero']
 >>> make_policy("expert", defect="noise", level=0.3).name
 'expert-noise-0.3'
 """
@@ -33,8 +33,15 @@ def _vision(**options: Any) -> Policy:
     return VisionPolicy(**options)
 
 
+def _expert_vision_cost(**options: Any) -> Policy:
+    from workbench.policies.costly import VisionCostExpert
+
+    return VisionCostExpert(**options)
+
+
 POLICIES: dict[str, Callable[..., Policy]] = {
     "expert": _expert,
+    "expert-vision-cost": _expert_vision_cost,
     "vision": _vision,
     "zero": lambda **options: ZeroPolicy(**options),
 }

@@ -99,11 +99,16 @@ class VisionPolicy(Policy):
 
     def _act_batch(self, observations: Sequence[Observation],
                    episode_states: Sequence[Any]) -> list[np.ndarray]:
+        return [chunk.astype(np.float32) for chunk in self.forward(observations)]
+
+    def forward(self, observations: Sequence[Observation]) -> np.ndarray:
+        """Action chunks (B, chunk_size, 4) for a batch; needs ``load`` first."""
         import torch
 
+        if self.net is None:
+            raise RuntimeError("VisionPolicy.forward() before load()")
         with torch.inference_mode():
-            out = self.net(*self.preprocess(observations)).float().cpu().numpy()
-        return [chunk.astype(np.float32) for chunk in out]
+            return self.net(*self.preprocess(observations)).float().cpu().numpy()
 
     def preprocess(self, observations: Sequence[Observation]) -> tuple[Any, ...]:
         """Tensors for the network: images (B, cams, 3, H, W), state, tokens, offsets."""
