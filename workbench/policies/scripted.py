@@ -9,7 +9,7 @@ Graded variants degrade the expert in seeded, reproducible ways. For a given
 
 - ``noise``: Gaussian action noise with standard deviation ``level``;
 - ``delay``: actions applied ``round(10 * level)`` steps late;
-- ``hesitate``: with probability ``0.5 * level`` per step, start a pause of 3 to 8 steps
+- ``hesitate``: with probability ``0.1 * level`` per step, start a pause of 3 to 8 steps
   with zero motion;
 - ``jerky``: with probability ``0.5 * level`` per step, an overshooting correction
   (action scaled by up to ``1 + 2 * level`` with sign flips on one axis).
@@ -85,7 +85,7 @@ def _degrade(action: np.ndarray, defect: str, level: float, ep: _ExpertEpisode) 
             return np.zeros_like(action)
         return ep.queue.popleft()
     if defect == "hesitate":
-        if ep.pause_left == 0 and ep.rng.random() < 0.5 * level:
+        if ep.pause_left == 0 and ep.rng.random() < 0.1 * level:
             ep.pause_left = int(ep.rng.integers(3, 9))
         if ep.pause_left > 0:
             ep.pause_left -= 1
@@ -100,10 +100,12 @@ def _degrade(action: np.ndarray, defect: str, level: float, ep: _ExpertEpisode) 
 
 
 # Variants whose quality order is known: each row is worse than the one before.
+# Measured on MT10, 5 episodes per task (success rate, mean steps): none 1.00, 80;
+# noise 0.3: 1.00, 85; jerky 0.5: 0.98, 98; hesitate 0.5: 0.94, 120; delay 0.5: 0.62, 249.
 GRADED_LADDER: tuple[tuple[str, float], ...] = (
     ("none", 0.0),
-    ("hesitate", 0.4),
+    ("noise", 0.3),
     ("jerky", 0.5),
-    ("noise", 0.6),
-    ("delay", 0.8),
+    ("hesitate", 0.5),
+    ("delay", 0.5),
 )
