@@ -49,21 +49,35 @@ def read_observation(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpe
     return obs
 
 
+class InfrastructureError(RuntimeError):
+    """The harness failed (a replica or simulator process died), not the policy."""
+
+
 def run_episode(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
                 observe_every_step: bool = True, video: bool = False) -> tuple[EpisodeResult, Trace]:
-    """Run one episode to success, truncation or error; never raises for policy faults."""
+    """Run one episode to success, truncation or error; never raises for policy faults.
+
+    ``policy`` is a loaded Policy or anything with the same ``capabilities``, ``reset``,
+    ``act`` and ``end_episode`` (a runtime's proxy to a remote replica).
+    """
     start, trace = time.perf_counter(), Trace()
-    policy.reset(episode_context(adapter, spec))
     try:
-        kind, message, terminal = _step_loop(adapter, policy, spec, observe_every_step, video,
-                                             trace)
-    finally:
+        policy.reset(episode_context(adapter, spec))
+    except Exception as exc:
+        kind = "infrastructure" if isinstance(exc, InfrastructureError) else "policy"
+        return EpisodeResult(False, None, 0, time.perf_counter() - start, kind,
+                             f"reset: {_describe(exc)}"), trace
+    kind, message, terminal = _step_loop(adapter, policy, spec, observe_every_step, video, trace)
+    try:
         policy.end_episode(spec.episode_id)
+    except Exception as exc:
+        if kind is None:
+            kind = "infrastructure" if isinstance(exc, InfrastructureError) else "policy"
+            message = f"end_episode: {_describe(exc)}"
     if trace.actions and len(trace.states) == len(trace.actions):
         trace.states.append(adapter.trajectory_state())
-    success = terminal is not None
-    return EpisodeResult(success, terminal, len(trace.actions), time.perf_counter() - start,
-                         kind, message), trace
+    return EpisodeResult(terminal is not None, terminal, len(trace.actions),
+                         time.perf_counter() - start, kind, message), trace
 
 
 def _step_loop(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
@@ -86,6 +100,8 @@ def _step_loop(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
                 queue = list(validate_action(adapter.protocol, policy.act(obs))[:chunk_size])
         except ContractError as exc:
             return "policy", f"step {step}: {exc}", None
+        except InfrastructureError as exc:
+            return "infrastructure", f"step {step}: {exc}", None
         except Exception as exc:
             return "policy", f"step {step}: policy raised {_describe(exc)}", None
         action = queue.pop(0)

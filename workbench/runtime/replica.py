@@ -1,0 +1,174 @@
+"""A policy replica process: loads one replica and serves batches to simulator workers.
+
+Dynamic batching: the first ``act`` request opens a batch; it is served when it
+holds ``max_batch`` requests, when every attached worker is waiting, or when
+``max_wait_ms`` has passed, whichever comes first. A policy exception is sent
+back, with its traceback, to every worker in the batch; the replica keeps serving.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from workbench.policies.base import LoadContext, Policy
+from workbench.runtime.transport import SlotReader
+
+
+@dataclass
+class ReplicaStats:
+    """Counters a replica reports: batches served, requests, busy seconds in act_batch."""
+
+    batches: int = 0
+    requests: int = 0
+    busy_s: float = 0.0
+    max_batch_seen: int = 0
+    load_s: float = 0.0
+    rss_bytes: int = 0
+    sizes: list[int] = field(default_factory=list)
+
+    def clear(self) -> None:
+        """Zero the counters (after a report), keeping the load time."""
+        self.batches, self.requests, self.busy_s, self.max_batch_seen = 0, 0, 0.0, 0
+        self.sizes = []
+
+
+@dataclass
+class _Batching:
+    max_batch: int = 8
+    max_wait_s: float = 0.005
+    workers: dict[Connection, int] = field(default_factory=dict)
+
+
+def pin_threads(threads: int) -> None:
+    """Limit math and software-rendering threads of this process (before they start)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LP_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
+def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadContext,
+                 control: Connection, worker_conns: dict[int, Connection], threads: int) -> None:
+    """Entry point of a replica process; runs until told to stop or the control pipe closes."""
+    pin_threads(threads)
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+    stats = ReplicaStats()
+    start = time.perf_counter()
+    policy = factory()
+    policy.load(context)
+    stats.load_s = time.perf_counter() - start
+    control.send(("loaded", _rss(), stats.load_s))
+    _serve(policy, control, worker_conns, stats)
+
+
+def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connection],
+           stats: ReplicaStats) -> None:
+    cfg, reader = _Batching(), SlotReader()
+    open_episodes: dict[int, set[str]] = {}
+    pending: list[tuple[Connection, dict]] = []
+    deadline = 0.0
+    while True:
+        timeout = None if not pending else max(0.0, deadline - time.perf_counter())
+        for conn in wait([control, *cfg.workers], timeout):
+            if conn is control:
+                if not _control(control, cfg, worker_conns, stats, policy):
+                    reader.close()
+                    return
+                continue
+            try:
+                kind, payload = conn.recv()
+            except (EOFError, OSError):  # the worker died: drop it and its episodes
+                _drop_worker(policy, cfg, conn, open_episodes)
+                continue
+            worker = cfg.workers[conn]
+            if kind == "act":
+                if not pending:
+                    deadline = time.perf_counter() + cfg.max_wait_s
+                pending.append((conn, payload))
+            else:
+                _lifecycle(policy, conn, kind, payload, open_episodes.setdefault(worker, set()))
+        if pending and (len(pending) >= min(cfg.max_batch, len(cfg.workers))
+                        or time.perf_counter() >= deadline):
+            _serve_batch(policy, reader, pending[:cfg.max_batch], stats)
+            pending = pending[cfg.max_batch:]
+            deadline = time.perf_counter() + cfg.max_wait_s
+
+
+def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connection],
+             stats: ReplicaStats, policy: Policy) -> bool:
+    try:
+        kind, payload = control.recv()
+    except (EOFError, OSError):
+        return False
+    if kind == "configure":
+        cfg.max_batch = max(1, min(payload["max_batch"], policy.capabilities.max_batch))
+        cfg.max_wait_s = payload["max_wait_ms"] / 1000.0
+        cfg.workers = {worker_conns[w]: w for w in payload["workers"]}
+        control.send(("configured", None))
+    elif kind == "stats":
+        stats.rss_bytes = _rss()
+        control.send(("stats", stats))
+        stats.clear()
+    elif kind == "stop":
+        return False
+    return True
+
+
+def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any,
+               episodes: set[str]) -> None:
+    try:
+        if kind == "reset":
+            policy.reset(payload)
+            episodes.add(payload.episode_id)
+        elif kind == "end":
+            episodes.discard(payload)
+            policy.end_episode(payload)
+        conn.send(("ok", None))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+
+
+def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connection, dict]],
+                 stats: ReplicaStats) -> None:
+    start = time.perf_counter()
+    try:
+        observations = [reader.read(header) for _, header in batch]
+        actions = policy.act_batch(observations)
+        del observations
+        replies = [("actions", a) for a in actions]
+    except Exception:
+        replies = [("error", traceback.format_exc())] * len(batch)
+    stats.busy_s += time.perf_counter() - start
+    stats.batches += 1
+    stats.requests += len(batch)
+    stats.max_batch_seen = max(stats.max_batch_seen, len(batch))
+    stats.sizes.append(len(batch))
+    for (conn, _), reply in zip(batch, replies):
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            pass  # that worker died; the pool records its episode
+
+
+def _drop_worker(policy: Policy, cfg: _Batching, conn: Connection,
+                 open_episodes: dict[int, set[str]]) -> None:
+    worker = cfg.workers.pop(conn)
+    for episode_id in open_episodes.pop(worker, set()):
+        try:
+            policy.end_episode(episode_id)
+        except Exception:
+            pass
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
