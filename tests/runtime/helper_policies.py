@@ -1,0 +1,59 @@
+"""Policies for runtime tests; importable by spawned worker and replica processes."""
+
+import hashlib
+import os
+
+import numpy as np
+
+from workbench.policies.base import Capabilities
+from workbench.policies.scripted import ScriptedExpert
+from workbench.policies.base import ZeroPolicy
+
+
+class HashRecorder(ScriptedExpert):
+    """Expert held over chunks of 4; logs a hash of every camera frame it reads."""
+
+    name = "hash-recorder"
+
+    def __init__(self, log_path, chunk_size=4):
+        super().__init__()
+        self.log_path, self.chunk_size = log_path, chunk_size
+
+    @property
+    def capabilities(self):
+        return Capabilities("metaworld-v1", ("images.primary", "images.wrist", "privileged.state"),
+                            chunk_size=self.chunk_size, privileged=True)
+
+    def _act(self, observation, episode_state):
+        digest = "".join(hashlib.sha1(observation[k].tobytes()).hexdigest()[:16]
+                         for k in ("images.primary", "images.wrist"))
+        with open(self.log_path, "a") as f:
+            f.write(f"{observation['episode_id']} {observation['step']} {digest}\n")
+        action = super()._act(observation, episode_state)
+        return np.repeat(action[None], self.chunk_size, 0)
+
+
+class RaisesAtStep(ZeroPolicy):
+    """Raises inside act at step 5 of episode 0001; otherwise acts like ZeroPolicy."""
+
+    name = "raises"
+
+    def _act(self, observation, episode_state):
+        if observation["episode_id"].endswith("0001") and observation["step"] == 5:
+            raise_deep_in_the_policy()
+        return super()._act(observation, episode_state)
+
+
+def raise_deep_in_the_policy():
+    raise FloatingPointError("the policy's own bug")
+
+
+class DiesAtStep(ZeroPolicy):
+    """The replica process exits abruptly at step 3 of episode 0000."""
+
+    name = "dies"
+
+    def _act(self, observation, episode_state):
+        if observation["episode_id"].endswith("0000") and observation["step"] == 3:
+            os._exit(13)
+        return super()._act(observation, episode_state)
