@@ -14,6 +14,14 @@ YAML format (every key but ``benchmark``, ``suite`` and ``policy`` is optional):
     run_id: null                  # default: derived from the config
     video: "off"                  # "off", "all", or N (first N episodes)
     device: cpu                   # where the policy runs
+    runtime: sequential           # sequential (official-like) or pool (workers + replicas)
+    workers: 2                    # pool: simulator worker processes
+    replicas: 1                   # pool: policy replica processes
+    max_batch: 8                  # pool: largest batch a replica serves
+    max_wait_ms: 5.0              # pool: longest a replica waits to fill a batch
+    search: false                 # pool: size workers and replicas by the concurrency search
+    shards: 1                     # split the plan deterministically into this many shards
+    shard: 0                      # and run this one
 
 >>> cfg = EvalConfig(benchmark="metaworld", suite="MT10", policy="expert", episodes=2)
 >>> cfg.episodes
@@ -46,6 +54,14 @@ class EvalConfig:
     video: str | int = "off"
     device: str = "cpu"
     progress: bool = True
+    runtime: str = "sequential"
+    workers: int = 2
+    replicas: int = 1
+    max_batch: int = 8
+    max_wait_ms: float = 5.0
+    search: bool = False
+    shards: int = 1
+    shard: int = 0
 
     def __post_init__(self) -> None:
         from workbench.benchmarks import BENCHMARKS, SUITE_LISTERS, TASK_LISTERS
@@ -62,6 +78,12 @@ class EvalConfig:
             raise ValueError(f"episodes must be a positive integer, got {self.episodes!r}")
         if not (self.video in ("off", "all") or (isinstance(self.video, int) and self.video >= 0)):
             raise ValueError(f'video must be "off", "all" or a count, got {self.video!r}')
+        if self.runtime not in ("sequential", "pool"):
+            raise ValueError(f"unknown runtime {self.runtime!r}; available: ['pool', 'sequential']")
+        if self.workers < 1 or self.replicas < 1 or self.max_batch < 1 or self.max_wait_ms < 0:
+            raise ValueError("workers, replicas and max_batch must be >= 1, max_wait_ms >= 0")
+        if not 0 <= self.shard < self.shards:
+            raise ValueError(f"shard must be in [0, {self.shards}), got {self.shard}")
         if self.image_size < 16:
             raise ValueError(f"image_size must be >= 16, got {self.image_size}")
         if self.tasks is not None:
@@ -74,13 +96,15 @@ class EvalConfig:
 
     def key(self) -> str:
         """A short hash of everything that decides the episodes' outcomes."""
-        decisive = {k: v for k, v in asdict(self).items()
-                    if k not in ("output_dir", "run_id", "video", "progress")}
+        speed_only = ("output_dir", "run_id", "video", "progress", "runtime", "workers",
+                      "replicas", "max_batch", "max_wait_ms", "search")
+        decisive = {k: v for k, v in asdict(self).items() if k not in speed_only}
         return hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode()
                               ).hexdigest()[:10]
 
     def resolved_run_id(self) -> str:
-        return self.run_id or f"{self.policy}-{self.suite.replace(':', '_')}-{self.key()}"
+        suite = self.suite.replace(":", "_")
+        return self.run_id or f"{self.policy}-{suite}-{self.runtime}-{self.key()}"
 
 
 def load_eval_config(path: str | Path, **overrides: Any) -> EvalConfig:

@@ -101,8 +101,12 @@ class MetaWorldAdapter(BenchmarkAdapter):
     name = "metaworld"
     max_steps = 500
 
-    def __init__(self, suite: str = "MT10", seed: int = 0, image_size: int = 224) -> None:
+    def __init__(self, suite: str = "MT10", seed: int = 0, image_size: int = 224,
+                 reuse_context: bool = True) -> None:
+        """reuse_context=False rebuilds the environment and renderer at every reset, as
+        official evaluation scripts that construct an environment per episode do."""
         self._tasks = suite_tasks(suite)
+        self.reuse_context = reuse_context
         self.suite = suite
         self.seed = seed
         self.image_size = image_size
@@ -131,6 +135,8 @@ class MetaWorldAdapter(BenchmarkAdapter):
         if not 0 <= episode.init_state_id < len(objects):
             raise ValueError(f"init_state_id {episode.init_state_id} out of range "
                              f"[0, {len(objects)}) for {episode.task}")
+        if not self.reuse_context:
+            self.close()
         self._task = episode.task
         self._env = self._environment(episode.task)
         self._env.set_task(objects[episode.init_state_id])

@@ -116,6 +116,7 @@ class EvalPool:
         for proc in self.replicas + self.workers:
             proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
         self.replica_rss = [p.info[1] for p in self.replicas]
+        self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
         self.config: PoolConfig | None = None
         self.assignment: dict[int, int] = {}
 
@@ -156,6 +157,16 @@ class EvalPool:
             self.workers[w].control.send(("configure", {
                 "replica": r, "observe_every_step": cfg.observe_every_step,
                 "out_dir": self.out_dir}))
+
+    def warm_up(self, plan: Sequence[EpisodeSpec]) -> float:
+        """Have every live worker build the environments and renderers of ``plan``'s tasks."""
+        firsts = list({s.task: s for s in sorted(plan, reverse=True)}.values())
+        start = time.perf_counter()
+        for w in self.live_workers():
+            self.workers[w].control.send(("warmup", firsts))
+        for w in self.live_workers():
+            _expect(self.workers[w].control, ("warm",), timeout=600)
+        return time.perf_counter() - start
 
     # -- running ----------------------------------------------------------------
     def run(self, plan: Sequence[EpisodeSpec], store: RecordStore | None = None,

@@ -65,7 +65,7 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
     policy = factory()
     policy.load(context)
     stats.load_s = time.perf_counter() - start
-    control.send(("loaded", _rss(), stats.load_s))
+    control.send(("loaded", _rss(), stats.load_s, _gpu_bytes(context.device)))
     _serve(policy, control, worker_conns, stats)
 
 
@@ -166,6 +166,15 @@ def _drop_worker(policy: Policy, cfg: _Batching, conn: Connection,
             policy.end_episode(episode_id)
         except Exception:
             pass
+
+
+def _gpu_bytes(device: str) -> int:
+    """GPU memory this replica holds (0 on CPU)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+
+    return int(torch.cuda.memory_reserved(torch.device(device)))
 
 
 def _rss() -> int:

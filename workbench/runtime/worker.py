@@ -93,6 +93,17 @@ def _loop(worker_id: int, adapter: BenchmarkAdapter, proxy: RemotePolicy, contro
             options = payload  # no reply: the pipe keeps it ordered before the next run
         elif kind == "run":
             control.send(("result", _run_one(adapter, proxy, payload, options)))
+        elif kind == "warmup":
+            control.send(("warm", _warm_up(adapter, payload, proxy.capabilities.features)))
+
+
+def _warm_up(adapter: BenchmarkAdapter, specs: list, features: tuple[str, ...]) -> float:
+    """Build the environments and renderers the given episodes need; returns seconds."""
+    start = time.perf_counter()
+    for spec in specs:
+        adapter.reset(spec)
+        adapter.observe(features)
+    return time.perf_counter() - start
 
 
 def _run_one(adapter: BenchmarkAdapter, proxy: RemotePolicy, job: dict,
