@@ -1,0 +1,173 @@
+"""VLMJudge end to end over real HTTP against the deterministic loopback server."""
+
+import json
+import shutil
+import socket
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from workbench.ranking.judges.base import RolloutRef, parse_choice
+from workbench.ranking.judges.loopback import serve_fake_vlm
+from workbench.ranking.judges.prompts import description_prompt
+from workbench.ranking.judges.vlm import VLMConfig, VLMError, VLMJudge
+
+TASK = "Stack Blocks"
+VIDEO_FPS, N_FRAMES = 30, 45  # 1.5 s; sampling at 10 FPS keeps 15 frames
+
+
+def write_video(path, kind, success, seed=0):
+    """A 64x64 clip of a square moving steadily (smooth) or jumping (jerky).
+
+    Successful clips have a bright background: the fake server reads the outcome from it.
+    """
+    rng = np.random.default_rng(seed)
+    frames = np.full((N_FRAMES, 64, 64, 3), 200 if success else 30, np.uint8)
+    for t in range(N_FRAMES):
+        x, y = (4 + t, 24) if kind == "smooth" else rng.integers(0, 48, 2)
+        frames[t, y:y + 16, x:x + 16] = 30 if success else 220
+    iio.imwrite(path, frames, fps=VIDEO_FPS)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("videos")
+    return {name: RolloutRef(name, video=write_video(folder / f"pi0_{name}.mp4", *spec, seed=k))
+            for k, (name, spec) in enumerate({"smooth_ok": ("smooth", True),
+                                              "jerky_ok": ("jerky", True),
+                                              "smooth_fail": ("smooth", False),
+                                              "jerky_fail": ("jerky", False)}.items())}
+
+
+def judge_for(fake, **kwargs):
+    return VLMJudge(VLMConfig(base_url=fake.base_url, model="fake-vlm", **kwargs))
+
+
+def test_two_step_flow_prefers_smooth_and_successful(videos):
+    with serve_fake_vlm() as fake:
+        judge = judge_for(fake)
+        assert judge.compare(videos["smooth_ok"], videos["jerky_ok"], TASK).winner == "A"
+        assert judge.compare(videos["jerky_ok"], videos["smooth_ok"], TASK).winner == "B"
+        pref = judge.compare(videos["jerky_ok"], videos["smooth_fail"], TASK)
+    assert pref.winner == "A"  # success outweighs smoothness in the fake's rule
+    assert "jerky" in pref.description_a and "smooth and steady" in pref.description_b
+    describes = [r for r in fake.requests if isinstance(r["messages"][0]["content"], list)]
+    assert len(describes) == 3
+    parts = describes[0]["messages"][0]["content"]
+    assert parts[0] == {"type": "text", "text": description_prompt(TASK)}
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == N_FRAMES * 10 // VIDEO_FPS
+    assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    compares = [r for r in fake.requests if isinstance(r["messages"][0]["content"], str)]
+    assert "Robot A: Section 1: Motion Smoothness" in compares[0]["messages"][0]["content"]
+    for body in fake.requests:
+        assert body["temperature"] == 0 and body["max_tokens"] == 1024
+        assert body["model"] == "fake-vlm"
+
+
+def test_no_policy_identity_or_path_reaches_the_server(videos):
+    with serve_fake_vlm() as fake:
+        judge_for(fake).compare(videos["smooth_ok"], videos["jerky_fail"], TASK)
+    sent = json.dumps(fake.requests)
+    assert "pi0" not in sent and ".mp4" not in sent and "smooth_ok" not in sent
+
+
+def test_each_video_described_once_and_cache_follows_content(videos, tmp_path):
+    own = tmp_path / "own.mp4"  # a private copy: this test rewrites it
+    shutil.copy(videos["smooth_ok"].video, own)
+    videos = {**videos, "smooth_ok": RolloutRef("own", video=str(own))}
+    with serve_fake_vlm() as fake:
+        judge = judge_for(fake)
+        for a, b in [("smooth_ok", "jerky_ok"), ("jerky_ok", "smooth_ok"),
+                     ("smooth_ok", "smooth_fail"), ("smooth_fail", "jerky_ok")]:
+            judge.compare(videos[a], videos[b], TASK)
+        assert judge.stats.describe_calls == 3 and judge.stats.cache_hits == 5
+        assert judge.stats.as_dict()["describe_calls"] == 3.0
+        assert judge.stats.compare_calls == 4
+        # same path, new content: described again
+        write_video(videos["smooth_ok"].video, "jerky", True, seed=9)
+        pref = judge.compare(videos["smooth_ok"], videos["smooth_fail"], TASK)
+    assert judge.stats.describe_calls == 4
+    assert "jerky" in pref.description_a
+
+
+def test_max_frames_caps_uniformly(videos):
+    with serve_fake_vlm() as fake:
+        description = judge_for(fake, max_frames=4).describe(videos["smooth_ok"].video, TASK)
+    parts = fake.requests[0]["messages"][0]["content"]
+    assert sum(p["type"] == "image_url" for p in parts) == 4
+    assert description.endswith("frames: 4")
+
+
+def test_invalid_answer_is_asked_again_once(videos):
+    with serve_fake_vlm("garbage_once") as fake:
+        judge = judge_for(fake)
+        pref = judge.compare(videos["smooth_ok"], videos["jerky_ok"], TASK)
+    assert pref.winner == "A" and pref.attempts == 2
+    assert judge.stats.compare_calls == 2 and judge.stats.invalid_answers == 1
+
+
+def test_always_invalid_is_recorded_invalid_after_one_retry(videos):
+    with serve_fake_vlm("always_garbage") as fake:
+        judge = judge_for(fake)
+        pref = judge.compare(videos["smooth_ok"], videos["jerky_ok"], TASK)
+    assert pref.winner is None and not pref.valid and pref.attempts == 2
+    assert judge.stats.compare_calls == 2 and judge.stats.invalid_answers == 2
+    assert "Robot A did slightly better" in pref.raw
+
+
+def test_token_and_latency_accounting(videos):
+    with serve_fake_vlm() as fake:
+        judge = judge_for(fake)
+        judge.compare(videos["smooth_ok"], videos["jerky_ok"], TASK)
+    texts = []
+    for body in fake.requests:
+        content = body["messages"][0]["content"]
+        texts.append(content if isinstance(content, str) else content[0]["text"])
+    images = 2 * (N_FRAMES * 10 // VIDEO_FPS)
+    assert judge.stats.prompt_tokens == sum(len(t.split()) for t in texts) + 100 * images
+    assert judge.stats.completion_tokens > 0
+    assert judge.stats.latency_s > 0 and len(judge.stats.latencies) == 3
+
+
+def test_api_key_from_named_environment_variable(videos, monkeypatch):
+    monkeypatch.setenv("MY_VLM_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with serve_fake_vlm() as fake:
+        judge_for(fake, api_key_env="MY_VLM_KEY").chat("hello")
+        judge_for(fake).chat("hello")  # default variable unset: no header at all
+    assert fake.headers[0]["Authorization"] == "Bearer sk-test"
+    assert "Authorization" not in fake.headers[1]
+
+
+def test_http_failures_raise_vlm_error():
+    with serve_fake_vlm() as fake:
+        wrong = VLMJudge(VLMConfig(base_url=fake.base_url + "/nope", model="m"))
+        with pytest.raises(VLMError, match="HTTP 404"):
+            wrong.chat("hi")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    closed = VLMJudge(VLMConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5))
+    with pytest.raises(VLMError):
+        closed.chat("hi")
+
+
+def test_config_validation_and_missing_video():
+    with pytest.raises(ValueError, match="http"):
+        VLMConfig(base_url="localhost:8000", model="m")
+    with pytest.raises(ValueError, match="positive"):
+        VLMConfig(base_url="http://x/v1", model="m", fps=0)
+    judge = VLMJudge(VLMConfig(base_url="http://127.0.0.1:9/v1", model="m"))
+    with pytest.raises(ValueError, match="needs a video"):
+        judge.compare(RolloutRef("a"), RolloutRef("b"), TASK)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A", "A"), (" B\n", "B"), ('"A"', "A"), ("'B'.", "B"), ("A.", "A"),
+    ("a", None), ("A or B", None), ("Answer: A", None), ("", None), ("AB", None),
+])
+def test_parse_choice(text, expected):
+    assert parse_choice(text) == expected

@@ -1,0 +1,60 @@
+"""Put sampled comparisons to a judge; replace the ones it cannot answer.
+
+R2S-Eval Table VII: an invalid output is re-queried once (inside the judge), then the
+comparison is excluded and resampled. Here a resample keeps the pair, task, slot and
+A/B assignment and draws a fresh init_id and rollouts, at most ``max_redraws`` times.
+
+>>> from workbench.ranking.judges.human import HumanJudge
+>>> from workbench.ranking.sampling import demo_rollout_table, sample_comparisons
+>>> table = demo_rollout_table(["p", "q"], tasks=["t"], inits=1, repeats=1)
+>>> comps = sample_comparisons(table, 2, seed=0)
+>>> ann = pd.DataFrame({"pair_id": [0], "annotator": ["x"], "choice": ["A"],
+...                     "video_a": ["p/t/0/0"], "video_b": ["q/t/0/0"]})
+>>> judge_comparisons(comps, table, HumanJudge(ann))["winner_policy"].tolist()
+['p', 'p']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from workbench.ranking.judges.base import Judge
+from workbench.ranking.sampling import RolloutIndex, present
+
+
+def _judge_one(row: pd.Series, index: RolloutIndex, judge: Judge,
+               rng: np.random.Generator, max_redraws: int) -> dict:
+    """Judge one comparison, redrawing rollouts after an invalid answer."""
+    ri, rj, init = row["rollout_i"], row["rollout_j"], row["init_id"]
+    shared = None
+    for redraws in range(max_redraws + 1):
+        if redraws:
+            shared = shared or index.shared(row["policy_i"], row["policy_j"])
+            init, ri, rj = index.draw(row["policy_i"], row["policy_j"], row["task"],
+                                      shared[row["task"]], rng)
+        a, b = (ri, rj) if row["a_is_i"] else (rj, ri)
+        pref = judge.compare(index.ref(a), index.ref(b), row["task"])
+        if pref.valid:
+            break
+    return {"init_id": init, "rollout_i": ri, "rollout_j": rj, "winner": pref.winner,
+            "redraws": redraws, "raw": pref.raw}
+
+
+def judge_comparisons(comparisons: pd.DataFrame, rollouts: pd.DataFrame, judge: Judge,
+                      seed: int = 0, max_redraws: int = 3) -> pd.DataFrame:
+    """Judge every row of ``comparisons`` (from :func:`sample_comparisons`).
+
+    Adds winner ('A'/'B', None when still invalid after the redraws), winner_policy,
+    redraws, raw (the judge's answer) and judge (its name); redrawn rows get their
+    new init_id and rollouts.
+    """
+    index, rng = RolloutIndex(rollouts), np.random.default_rng(seed)
+    results = pd.DataFrame([_judge_one(row, index, judge, rng, max_redraws)
+                            for _, row in comparisons.iterrows()], index=comparisons.index)
+    out = present(comparisons.assign(**{c: results[c] for c in ("init_id", "rollout_i",
+                                                                "rollout_j")}))
+    winner_policy = np.where(results["winner"].eq("A"), out["policy_a"],
+                             np.where(results["winner"].eq("B"), out["policy_b"], None))
+    return out.assign(winner=results["winner"], winner_policy=winner_policy,
+                      redraws=results["redraws"], raw=results["raw"], judge=judge.name)

@@ -1,0 +1,170 @@
+"""Offline heuristic judge, not a VLM: the paper's four criteria measured on recorded arrays.
+
+It needs no model and no video. From a rollout's ``.npz`` (see
+:mod:`workbench.ranking.rollout`) it scores, each on 0-1:
+
+1. motion smoothness: jerk of the end-effector path relative to its speed;
+2. action continuity: pauses inside the motion and direction reversals;
+3. task success: success flag and time to success (0.9-1), else 0.4 x progress
+   (max reward clipped to 0-1, so rewards are assumed normalised);
+4. force / effort control: chatter of the gripper command (toggles beyond two).
+
+It writes a description in the VLM's format (Section 1..5) and prefers the higher
+weighted total (task 0.55, the others 0.15 each, so that a success
+usually beats a failure); exact ties go to a seeded, stable coin
+over the two rollout ids. Its agreement with VLMs or humans is unmeasured: treat its
+rankings as a heuristic baseline.
+
+>>> import tempfile, pathlib
+>>> from workbench.ranking.rollout import save_rollout, synthetic_rollout
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> save_rollout(synthetic_rollout("smooth", seed=0), d / "a.npz")
+>>> save_rollout(synthetic_rollout("jerky", seed=0), d / "b.npz")
+>>> judge = OfflineJudge()
+>>> judge.compare(RolloutRef("a", str(d / "a.npz")), RolloutRef("b", str(d / "b.npz")), "lift").winner
+'A'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.ranking.judges.base import JudgeStats, Preference, RolloutRef
+from workbench.ranking.rollout import Rollout, load_rollout
+
+HEURISTIC_LABEL = "offline heuristic judge, not a VLM"
+WEIGHTS = {"smoothness": 0.15, "continuity": 0.15, "task": 0.55, "effort": 0.15}
+JERK_REF = 0.1  # jerk/speed ratio at which smoothness scores 0.5
+MOVING_FRACTION = 0.05  # a step moves when its speed exceeds this share of the top speed
+
+
+@dataclass(frozen=True)
+class RolloutQuality:
+    """The measured quantities and the four 0-1 criterion scores of one rollout."""
+
+    jerk_ratio: float
+    pauses: int
+    reversals: int
+    succeeded: bool
+    time_to_success: float | None
+    progress: float
+    gripper_toggles: int
+    smoothness: float
+    continuity: float
+    task: float
+    effort: float
+
+    @property
+    def total(self) -> float:
+        """Weighted sum of the criterion scores (weights in ``WEIGHTS``)."""
+        return sum(w * getattr(self, k) for k, w in WEIGHTS.items())
+
+
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.sum(x**2, axis=-1)))) if len(x) else 0.0
+
+
+def _runs(mask: np.ndarray) -> int:
+    """Number of maximal runs of True."""
+    return int(np.sum(np.diff(np.r_[0, mask.astype(int)]) == 1))
+
+
+def motion_stats(rollout: Rollout) -> tuple[float, int, int]:
+    """(jerk/speed ratio, pauses inside the motion, direction reversals) of the end effector."""
+    path = rollout.state[:, :3].astype(np.float64)
+    velocity = np.diff(path, axis=0)
+    speed = np.linalg.norm(velocity, axis=1)
+    if speed.max() <= 0:
+        return 0.0, 0, 0
+    moving = speed > MOVING_FRACTION * speed.max()
+    first, last = np.flatnonzero(moving)[[0, -1]]
+    pauses = _runs(~moving[first:last + 1])
+    both = moving[1:] & moving[:-1]
+    reversals = int(np.sum((np.sum(velocity[1:] * velocity[:-1], axis=1) < 0) & both))
+    jerk = np.diff(path, 3, axis=0)
+    return _rms(jerk) / max(_rms(velocity), 1e-12), pauses, reversals
+
+
+def assess(rollout: Rollout) -> RolloutQuality:
+    """Measure one rollout on the four criteria."""
+    jerk_ratio, pauses, reversals = motion_stats(rollout)
+    toggles = int(np.sum(np.diff(np.sign(rollout.actions[:, 3])) != 0))
+    first = rollout.first_success
+    time_frac = None if first is None else (first + 1) / rollout.steps
+    progress = float(np.clip(rollout.reward.max(), 0.0, 1.0))
+    task = 1.0 - 0.1 * time_frac if time_frac is not None else 0.4 * progress
+    return RolloutQuality(
+        jerk_ratio=jerk_ratio, pauses=pauses, reversals=reversals,
+        succeeded=first is not None, time_to_success=time_frac, progress=progress,
+        gripper_toggles=toggles, smoothness=1.0 / (1.0 + jerk_ratio / JERK_REF),
+        continuity=1.0 / (1.0 + 0.5 * pauses + 0.25 * reversals), task=task,
+        effort=1.0 / (1.0 + 0.5 * max(toggles - 2, 0)))
+
+
+def _grade(score: float, good: str, fair: str, poor: str) -> str:
+    return good if score >= 2 / 3 else fair if score >= 1 / 3 else poor
+
+
+def outcome_label(q: RolloutQuality) -> str:
+    """The paper's outcome label: successful, partially successful or failed."""
+    return "successful" if q.succeeded else "partially successful" if q.progress >= 0.5 else "failed"
+
+
+def describe_quality(q: RolloutQuality) -> str:
+    """A Section 1..5 description in the VLM format, labelled as a heuristic."""
+    when = f", first at {q.time_to_success:.0%} of the episode" if q.succeeded else ""
+    return "\n".join([
+        "Section 1: Motion Smoothness",
+        _grade(q.smoothness, "Smooth and steady motion", "Mostly smooth with minor jitter",
+               "Jerky motion with visible jitter") + f" (jerk/speed ratio {q.jerk_ratio:.3f}).",
+        "Section 2: Action Continuity",
+        _grade(q.continuity, "Continuous, natural flow", "Some breaks in continuity",
+               "Fragmented, with wasted motions")
+        + f" ({q.pauses} pauses, {q.reversals} direction reversals).",
+        "Section 3: Task Success",
+        f"Final outcome: {outcome_label(q)}{when}; progress {q.progress:.2f}.",
+        "Section 4: Force / Effort Control",
+        _grade(q.effort, "Steady grasp", "Some repeated gripper adjustments",
+               "Repeated gripper adjustments (chatter)")
+        + f" ({q.gripper_toggles} gripper command toggles).",
+        "Section 5: Short Overall Summary",
+        f"Overall quality score {q.total:.2f} ({HEURISTIC_LABEL}).",
+    ])
+
+
+class OfflineJudge:
+    """Prefers the rollout with the higher heuristic quality total (see the module doc)."""
+
+    description = (f"{HEURISTIC_LABEL}: scores smoothness (jerk), continuity (pauses, "
+                   "reversals), task success/progress and gripper chatter from recorded arrays")
+
+    def __init__(self, seed: int = 0, name: str = "offline-heuristic") -> None:
+        self.seed, self.name = seed, name
+        self.stats = JudgeStats()
+        self._cache: dict[str, RolloutQuality] = {}
+
+    def quality(self, ref: RolloutRef) -> RolloutQuality:
+        """Assess (once, then cached) the rollout file behind ``ref``."""
+        if ref.path is None:
+            raise ValueError(f"rollout {ref.rollout_id!r} has no .npz path for the offline judge")
+        if ref.path not in self._cache:
+            self.stats.describe_calls += 1
+            self._cache[ref.path] = assess(load_rollout(ref.path))
+        else:
+            self.stats.cache_hits += 1
+        return self._cache[ref.path]
+
+    def compare(self, a: RolloutRef, b: RolloutRef, task: str) -> Preference:
+        """'A' or 'B' by quality total; exact ties by a stable seeded coin."""
+        qa, qb = self.quality(a), self.quality(b)
+        self.stats.compare_calls += 1
+        if np.isclose(qa.total, qb.total, rtol=0, atol=1e-12):
+            key = f"{self.seed}|{a.rollout_id}|{b.rollout_id}".encode()
+            winner = "A" if hashlib.sha256(key).digest()[0] % 2 == 0 else "B"
+        else:
+            winner = "A" if qa.total > qb.total else "B"
+        return Preference(winner=winner, raw=winner, description_a=describe_quality(qa),
+                          description_b=describe_quality(qb))

@@ -1,0 +1,112 @@
+"""Figures for rankings: scores with intervals, convergence, win rates, real vs sim.
+
+Every function is ``plot_*(..., ax=None) -> (fig, ax)``; save with
+:func:`workbench.reports.save_figure`.
+
+>>> import matplotlib; matplotlib.use("Agg")
+>>> fig, ax = plot_scores(["a", "b"], [60.0, 40.0], [55.0, 35.0], [65.0, 45.0])
+>>> ax.get_ylabel()
+'BT score (0-100)'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from workbench.ranking.metrics import win_rate_matrix
+
+
+def _axes(ax: Any = None, size: tuple[float, float] = (6, 4)) -> tuple[Any, Any]:
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size)
+        return fig, ax
+    return ax.figure, ax
+
+
+def plot_scores(policies: Sequence[str], scores: ArrayLike, lower: ArrayLike | None = None,
+                upper: ArrayLike | None = None, ax: Any = None) -> tuple[Any, Any]:
+    """Bars of BT scores per policy, with interval whiskers when given."""
+    fig, ax = _axes(ax)
+    s = np.asarray(scores, np.float64)
+    err = None
+    if lower is not None and upper is not None:
+        err = np.vstack([s - np.asarray(lower), np.asarray(upper) - s])
+    ax.bar(list(policies), s, yerr=err, capsize=4, color="tab:blue", alpha=0.8)
+    ax.set_ylabel("BT score (0-100)")
+    ax.tick_params(axis="x", rotation=30)
+    return fig, ax
+
+
+def plot_convergence(curve: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
+    """Score per policy against comparisons per pair (from ``convergence_curve``)."""
+    fig, ax = _axes(ax)
+    for policy, part in curve.groupby("policy", sort=False):
+        ax.plot(part["checkpoint"], part["score"], marker=".", label=str(policy))
+        if "lower" in part:
+            ax.fill_between(part["checkpoint"], part["lower"], part["upper"], alpha=0.15)
+    ax.set_xlabel("comparisons per policy pair")
+    ax.set_ylabel("BT score (0-100)")
+    ax.legend(fontsize="small")
+    return fig, ax
+
+
+def plot_win_rates(wins: ArrayLike, policies: Sequence[str], ax: Any = None) -> tuple[Any, Any]:
+    """Heat map of win rates: row policy's share of wins against the column policy."""
+    fig, ax = _axes(ax, (5, 4.5))
+    rates = win_rate_matrix(wins)
+    image = ax.imshow(rates, vmin=0, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(len(policies)), list(policies), rotation=45, ha="right")
+    ax.set_yticks(range(len(policies)), list(policies))
+    for (i, j), value in np.ndenumerate(rates):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(image, ax=ax, label="win rate")
+    return fig, ax
+
+
+def plot_real_vs_sim(means: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
+    """Mean real against mean simulated success (%) per policy, with the y = x line."""
+    fig, ax = _axes(ax, (4.5, 4.5))
+    ax.scatter(means["real"], means["sim"], color="tab:green")
+    for policy, row in means.iterrows():
+        ax.annotate(str(policy), (row["real"], row["sim"]), fontsize=8,
+                    xytext=(3, 3), textcoords="offset points")
+    top = float(max(means["real"].max(), means["sim"].max())) * 1.08
+    ax.plot([0, top], [0, top], color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("real success (%)")
+    ax.set_ylabel("simulated success (%)")
+    return fig, ax
+
+
+def plot_real_sim_gaps(gaps: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
+    """Heat map of sim - real success (pp) per task (rows) and policy (columns)."""
+    fig, ax = _axes(ax, (7, 4.5))
+    table = gaps.pivot(index="task", columns="policy", values="gap_pp")
+    bound = float(np.nanmax(np.abs(table.to_numpy()))) or 1.0
+    image = ax.imshow(table.to_numpy(), cmap="PuOr", vmin=-bound, vmax=bound)
+    ax.set_xticks(range(table.shape[1]), list(table.columns), rotation=45, ha="right")
+    ax.set_yticks(range(table.shape[0]), list(table.index))
+    fig.colorbar(image, ax=ax, label="sim - real (pp)")
+    return fig, ax
+
+
+def plot_reported_vs_recomputed(compared: pd.DataFrame, metric: str, ax: Any = None) -> tuple[Any, Any]:
+    """Per judge, the recomputed ``metric`` (dot) and the paper's value (cross), with a
+    line between them: the gap. The axis is zoomed to the values."""
+    fig, ax = _axes(ax, (7, 3.5))
+    x = np.arange(len(compared))
+    mine, theirs = compared[metric].to_numpy(), compared[f"{metric}_reported"].to_numpy()
+    ax.vlines(x, np.minimum(mine, theirs), np.maximum(mine, theirs), color="grey", linewidth=1)
+    ax.plot(x, mine, "o", label="recomputed (2,000-comparison scores)")
+    ax.plot(x, theirs, "x", markersize=9, label="reported (mean over checkpoints)")
+    ax.set_xticks(x, list(compared.index), rotation=30, ha="right")
+    ax.set_ylabel(metric)
+    ax.margins(y=0.2)
+    ax.legend(fontsize="small")
+    return fig, ax
