@@ -5,7 +5,7 @@ import sys
 import pytest
 
 PACKAGES = ["workbench", "workbench.benchmarks", "workbench.policies", "workbench.records",
-            "workbench.reports"]
+            "workbench.reports", "workbench.profiling", "workbench.ranking"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
