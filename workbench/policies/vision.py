@@ -3,13 +3,14 @@
 The network (``VisionNet``) encodes each camera with a shared convolutional encoder,
 the 4-D state with a linear layer and the instruction with a hashed bag of words,
 and a head emits ``chunk_size`` actions in [-1, 1]. Weights start random (seeded)
-or load from a ``.pt`` file; :func:`workbench.policies.training.train_behavior_cloning`
-fits them to expert rollouts. Runs on CPU or CUDA and batches natively.
+or load from a ``.pt`` file or the shipped ``"bc"`` weights (behaviour-cloned from the
+scripted experts by :mod:`workbench.policies.training`). Runs on CPU or CUDA and batches natively.
 """
 
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -71,6 +72,13 @@ class VisionPolicy(Policy):
         self.chunk_size, self.cameras = chunk_size, tuple(cameras)
         self.weights, self.seed, self.max_batch, self.threads = weights, seed, max_batch, threads
         self.net: Any = None
+        self._blob: dict | None = None
+        if weights:  # trained weights fix the chunk length and cameras they were trained with
+            from workbench.policies.training import load_weights
+
+            self._blob = load_weights(weights)
+            self.chunk_size, self.cameras = self._blob["chunk_size"], tuple(self._blob["cameras"])
+            self.name = f"vision-{Path(weights).stem}"
 
     @property
     def capabilities(self) -> Capabilities:
@@ -87,8 +95,8 @@ class VisionPolicy(Policy):
         torch.manual_seed(self.seed)
         self.device = torch.device(context.device)
         self.net = build_net(len(self.cameras), self.chunk_size)
-        if self.weights:
-            self.net.load_state_dict(torch.load(self.weights, map_location="cpu"))
+        if self._blob is not None:
+            self.net.load_state_dict(self._blob["state_dict"])
         self.net.to(self.device).eval()
 
     def _unload(self) -> None:

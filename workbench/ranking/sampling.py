@@ -10,7 +10,8 @@ in pairs (a coin picks which policy is A in the first, the second swaps), so eve
 prefix is balanced within one.
 
 A rollout table is a DataFrame with columns ``policy``, ``task``, ``init_id``,
-``rollout_id`` (unique) and optionally ``path`` (.npz) and ``video`` (.mp4).
+``rollout_id`` (unique) and optionally ``path`` (.npz) and ``video`` (.mp4), which may
+also be spelled ``rollout_path`` and ``video_path`` as in the evaluator's results.
 
 >>> table = demo_rollout_table(["p", "q"], tasks=["t1", "t2"], inits=2, repeats=1)
 >>> comps = sample_comparisons(table, 5, seed=0)
@@ -68,11 +69,18 @@ class RolloutIndex:
     def ref(self, rollout_id: str) -> RolloutRef:
         """The anonymous reference a judge sees: id, npz path and video, no policy."""
         if self._refs is None:
-            cols = {c: self.table[c] if c in self.table else pd.Series([None] * len(self.table))
-                    for c in ("path", "video")}
+            cols = {c: self._column(c, alias) for c, alias in (("path", "rollout_path"),
+                                                               ("video", "video_path"))}
             self._refs = {str(r): RolloutRef(str(r), _text(p), _text(v)) for r, p, v in
                           zip(self.table["rollout_id"], cols["path"], cols["video"])}
         return self._refs[str(rollout_id)]
+
+    def _column(self, name: str, alias: str) -> pd.Series:
+        """Column ``name``, else ``alias`` (the evaluator's spelling), else all None."""
+        for col in (name, alias):
+            if col in self.table:
+                return self.table[col]
+        return pd.Series([None] * len(self.table))
 
     @property
     def policies(self) -> list[str]:

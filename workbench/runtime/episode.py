@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,6 +33,16 @@ class Trace:
     reward: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
     observed_steps: list[int] = field(default_factory=list)
+
+
+def warm_up(adapter: BenchmarkAdapter, plan: Sequence[EpisodeSpec],
+            features: Sequence[str]) -> float:
+    """Build the environments and renderers ``plan``'s tasks need; returns seconds."""
+    start = time.perf_counter()
+    for spec in {s.task: s for s in sorted(plan, reverse=True)}.values():
+        adapter.reset(spec)
+        adapter.observe(features)
+    return time.perf_counter() - start
 
 
 def episode_context(adapter: BenchmarkAdapter, spec: EpisodeSpec) -> EpisodeContext:

@@ -114,7 +114,15 @@ class EvalPool:
         for a, b in pipes.values():  # the children hold them now; EOF must reach them
             a.close(), b.close()
         for proc in self.replicas + self.workers:
-            proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
+            try:
+                proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
+            except RuntimeError as exc:
+                self.close()
+                raise RuntimeError(
+                    f"{proc.process.name} failed to start ({exc}; exit code "
+                    f"{proc.process.exitcode}). Processes are spawned: a script that starts a "
+                    "pool needs `if __name__ == '__main__':`, and policies and adapters must be "
+                    "importable; the child's traceback is above.") from None
         self.replica_rss = [p.info[1] for p in self.replicas]
         self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
         self.config: PoolConfig | None = None
@@ -160,10 +168,9 @@ class EvalPool:
 
     def warm_up(self, plan: Sequence[EpisodeSpec]) -> float:
         """Have every live worker build the environments and renderers of ``plan``'s tasks."""
-        firsts = list({s.task: s for s in sorted(plan, reverse=True)}.values())
         start = time.perf_counter()
         for w in self.live_workers():
-            self.workers[w].control.send(("warmup", firsts))
+            self.workers[w].control.send(("warmup", list(plan)))
         for w in self.live_workers():
             _expect(self.workers[w].control, ("warm",), timeout=600)
         return time.perf_counter() - start

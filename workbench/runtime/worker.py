@@ -17,7 +17,8 @@ import numpy as np
 from workbench.benchmarks.base import BenchmarkAdapter
 from workbench.policies.base import Capabilities, EpisodeContext, Observation
 from workbench.records.media import episode_filename
-from workbench.runtime.episode import InfrastructureError, run_episode, save_episode_media
+from workbench.runtime.episode import (InfrastructureError, run_episode, save_episode_media,
+                                       warm_up)
 from workbench.runtime.replica import pin_threads
 from workbench.runtime.transport import ObservationSlot
 
@@ -94,16 +95,7 @@ def _loop(worker_id: int, adapter: BenchmarkAdapter, proxy: RemotePolicy, contro
         elif kind == "run":
             control.send(("result", _run_one(adapter, proxy, payload, options)))
         elif kind == "warmup":
-            control.send(("warm", _warm_up(adapter, payload, proxy.capabilities.features)))
-
-
-def _warm_up(adapter: BenchmarkAdapter, specs: list, features: tuple[str, ...]) -> float:
-    """Build the environments and renderers the given episodes need; returns seconds."""
-    start = time.perf_counter()
-    for spec in specs:
-        adapter.reset(spec)
-        adapter.observe(features)
-    return time.perf_counter() - start
+            control.send(("warm", warm_up(adapter, payload, proxy.capabilities.features)))
 
 
 def _run_one(adapter: BenchmarkAdapter, proxy: RemotePolicy, job: dict,

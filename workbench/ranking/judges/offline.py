@@ -12,7 +12,9 @@ It needs no model and no video. From a rollout's ``.npz`` (see
 It writes a description in the VLM's format (Section 1..5) and prefers the higher
 weighted total (task 0.55, the others 0.15 each, so that a success
 usually beats a failure); exact ties go to a seeded, stable coin
-over the two rollout ids. Its agreement with VLMs or humans is unmeasured: treat its
+over the two rollout ids that does not depend on which is shown as A (so the judge
+is order-consistent; identical rollouts, e.g. a graded variant whose defect never
+fired, do tie). Its agreement with VLMs or humans is unmeasured: treat its
 rankings as a heuristic baseline.
 
 >>> import tempfile, pathlib
@@ -157,13 +159,19 @@ class OfflineJudge:
             self.stats.cache_hits += 1
         return self._cache[ref.path]
 
+    def _coin(self, x: str, y: str) -> str:
+        """The id a seeded coin favours; the same whichever of the two is shown as A,
+        so that ties (e.g. identical rollouts) survive the order-swap audit."""
+        first, second = sorted((x, y))
+        key = f"{self.seed}|{first}|{second}".encode()
+        return first if hashlib.sha256(key).digest()[0] % 2 == 0 else second
+
     def compare(self, a: RolloutRef, b: RolloutRef, task: str) -> Preference:
         """'A' or 'B' by quality total; exact ties by a stable seeded coin."""
         qa, qb = self.quality(a), self.quality(b)
         self.stats.compare_calls += 1
         if np.isclose(qa.total, qb.total, rtol=0, atol=1e-12):
-            key = f"{self.seed}|{a.rollout_id}|{b.rollout_id}".encode()
-            winner = "A" if hashlib.sha256(key).digest()[0] % 2 == 0 else "B"
+            winner = "A" if self._coin(a.rollout_id, b.rollout_id) == a.rollout_id else "B"
         else:
             winner = "A" if qa.total > qb.total else "B"
         return Preference(winner=winner, raw=winner, description_a=describe_quality(qa),

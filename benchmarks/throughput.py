@@ -1,0 +1,195 @@
+"""Throughput on MetaWorld MT10, side by side in one run: sequential, workbench, vla-eval.
+
+Workload: the scripted expert wrapped to pay the vision policy's full cost
+(``expert-vision-cost``: both cameras at 224x224 and the default render quality, the
+VisionPolicy network run at every chunk boundary, chunks of 8), so episodes end by
+success as in a real evaluation. Every system runs the same episode list.
+
+Systems:
+- sequential: the official-like loop (an observation rendered at every step);
+- workbench fixed: two pools at a fixed configuration (workers = cores, 1 replica);
+- workbench search: the concurrency search, then the chosen configuration;
+- vla-eval: ``vla-eval run --no-docker`` shards against its batching model server
+  (chunked, same network cost), tuned over shards, max batch and wait on a probe
+  list, best configuration then run on the full list.
+
+Also measured: this machine's limit (cores / CPU seconds per step in one pinned
+process with chunk-boundary observation).
+
+    python benchmarks/throughput.py [--quick] [--episodes N] [--tasks K]
+
+Prints a table and, last, one JSON line with speedup_vs_sequential,
+speedup_vs_vla_eval, efficiency_vs_limit, e2e_speedup_vs_sequential,
+success_agreement and terminal_agreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pandas as pd  # noqa: E402
+import psutil  # noqa: E402
+
+from workbench.benchmarks.metaworld import MetaWorldAdapter, suite_tasks, task_set  # noqa: E402
+from workbench.plan import plan_episodes  # noqa: E402
+from workbench.policies import make_policy  # noqa: E402
+from workbench.records import RecordStore  # noqa: E402
+from workbench.runtime.agreement import outcome_agreement  # noqa: E402
+from workbench.runtime.episode import warm_up  # noqa: E402
+from workbench.runtime.limits import measure_step_cost  # noqa: E402
+from workbench.runtime.parallel import adapter_factory, policy_factory  # noqa: E402
+from workbench.runtime.pool import EvalPool, PoolConfig  # noqa: E402
+from workbench.runtime.search import SearchSettings, search_concurrency  # noqa: E402
+from workbench.runtime.sequential import evaluate_sequential  # noqa: E402
+
+POLICY = ("expert-vision-cost", {"chunk_size": 8})
+
+
+def run_sequential(plan: list) -> dict:
+    start = time.perf_counter()
+    task_set("MT10")
+    adapter = MetaWorldAdapter("MT10", image_size=224)
+    policy = make_policy(POLICY[0], **POLICY[1])
+    store = RecordStore(Path(tempfile.mkdtemp()) / "seq.sqlite")
+    store.create_run("seq", plan, {})
+    warm_up(adapter, plan, policy.capabilities.features)  # as the pools' workers are warmed
+    t0 = time.perf_counter()
+    df = evaluate_sequential(adapter, policy, plan, store, "seq", progress=False)
+    eval_s = time.perf_counter() - t0
+    adapter.close()
+    return _row("sequential", df, eval_s, time.perf_counter() - start)
+
+
+def run_pool(plan: list, config: PoolConfig | None, cores: int) -> tuple[dict, pd.DataFrame]:
+    start = time.perf_counter()
+    make_adapter = adapter_factory("metaworld", suite="MT10", image_size=224)
+    make_pol = policy_factory(POLICY[0], **POLICY[1])
+    max_workers = config.workers if config else 2 * cores
+    max_replicas = config.replicas if config else 2
+    probes = None
+    with EvalPool(make_adapter, make_pol, max_workers, max_replicas) as pool:
+        if config is None:
+            result = search_concurrency(pool, plan, SearchSettings(), cores=cores)
+            config, probes, search_s = result.best, result.probes, result.search_s
+        else:
+            pool.warm_up(plan)
+            search_s = 0.0
+        pool.configure(config)
+        store = RecordStore(Path(tempfile.mkdtemp()) / "wb.sqlite")
+        store.create_run("wb", plan, {})
+        report = pool.run(plan, store, "wb")
+        df = store.results("wb")
+    name = "workbench search" if probes is not None else "workbench fixed"
+    row = _row(name, df, report.wall_s, time.perf_counter() - start)
+    row.update(config=f"{config.workers}w/{config.replicas}r b{config.max_batch}",
+               busy_cores=round(report.busy_cores, 2), search_s=round(search_s, 1),
+               peak_mem_gib=round(report.peak_rss_bytes / 1024 ** 3, 2))
+    return row, (probes if probes is not None else pd.DataFrame())
+
+
+def run_vla_eval_tuned(plan: list, probe_episodes: int, grid: list[tuple[int, int, float]]
+                       ) -> tuple[dict, pd.DataFrame]:
+    from vla_eval_metaworld import run_vla_eval
+
+    tasks = sorted({s.task for s in plan})
+    episodes = max(s.episode_index for s in plan) + 1
+    common = dict(extra_cost_factory="vla_eval_expert_server:make_workbench_vision_cost",
+                  extra_cost_kwargs={"chunk_size": POLICY[1]["chunk_size"], "num_threads": 1},
+                  chunk_size=POLICY[1]["chunk_size"], keep_output=False)
+    tuning = []
+    probe_tasks = tasks[:probe_episodes]
+    for shards, batch, wait_ms in grid:
+        df = run_vla_eval(probe_tasks, 1, batch, wait_ms, shards, **common)
+        tuning.append({"shards": shards, "max_batch": batch, "wait_ms": wait_ms,
+                       "steps": int(df["steps"].sum()), "steps_per_s": _vla_rate(df)})
+    table = pd.DataFrame(tuning)
+    best = table.sort_values("steps_per_s", ascending=False).iloc[0]
+    start = time.perf_counter()
+    df = run_vla_eval(tasks, episodes, int(best["max_batch"]), float(best["wait_ms"]),
+                      int(best["shards"]), **common)
+    e2e = time.perf_counter() - start
+    eval_s = float(df["t_end"].max() - df["t_start"].min())
+    df = df.assign(episode_id=[f"metaworld/MT10/{t}/{int(e):04d}"
+                               for t, e in zip(df["task"], df["episode"])])
+    row = _row("vla-eval tuned", df, eval_s, e2e)
+    row["config"] = f"{int(best['shards'])} shards b{int(best['max_batch'])} w{best['wait_ms']:g}ms"
+    return row, table
+
+
+def _vla_rate(df: pd.DataFrame) -> float:
+    span = float(df["t_end"].max() - df["t_start"].min())
+    return round(float(df["steps"].sum()) / span, 2) if span > 0 else 0.0
+
+
+def _row(name: str, df: pd.DataFrame, eval_s: float, e2e_s: float) -> dict:
+    steps = int(df["steps"].sum())
+    return {"system": name, "episodes": len(df), "successes": int(df["success"].sum()),
+            "steps": steps, "eval_s": round(eval_s, 1), "e2e_s": round(e2e_s, 1),
+            "steps_per_s": round(steps / eval_s, 2), "_df": df}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="reduced episode list (< 10 min)")
+    parser.add_argument("--tasks", type=int, default=None, help="first K MT10 tasks")
+    parser.add_argument("--episodes", type=int, default=None, help="episodes per task")
+    parser.add_argument("--skip-vla-eval", action="store_true")
+    args = parser.parse_args()
+    n_tasks = args.tasks or (5 if args.quick else 10)
+    episodes = args.episodes or (1 if args.quick else 3)
+    plan = plan_episodes("metaworld", "MT10", suite_tasks("MT10")[:n_tasks], episodes)
+    cores = psutil.cpu_count() or 1
+    grid = [(2, 1, 0.0), (2, 2, 10.0), (3, 3, 10.0)] if args.quick else \
+        [(2, 1, 0.0), (2, 2, 10.0), (3, 3, 10.0), (4, 4, 10.0), (4, 2, 5.0)]
+
+    cost = measure_step_cost(adapter_factory("metaworld", suite="MT10", image_size=224),
+                             policy_factory(POLICY[0], **POLICY[1]), plan, cores)
+    rows = [run_sequential(plan)]
+    fixed, _ = run_pool(plan, PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0), cores)
+    searched, probes = run_pool(plan, None, cores)
+    rows += [fixed, searched]
+    vla_table = pd.DataFrame()
+    if not args.skip_vla_eval:
+        vla, vla_table = run_vla_eval_tuned(plan, 2 if args.quick else 4, grid)
+        rows.append(vla)
+
+    seq, frames = rows[0], {r["system"]: r.pop("_df") for r in rows}
+    table = pd.DataFrame(rows).fillna("")
+    table["speedup"] = (table["steps_per_s"] / seq["steps_per_s"]).round(2)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(f"limit: {cost.limit_steps_per_s:.1f} steps/s ({cost.cpu_s_per_step * 1000:.1f} "
+              f"CPU ms per step over {cost.steps} steps, {cores} cores)")
+        print(table.to_string(index=False))
+        print("\nconcurrency search probes:")
+        print(probes.to_string(index=False))
+        if not vla_table.empty:
+            print("\nvla-eval tuning (probe list):")
+            print(vla_table.to_string(index=False))
+    best_wb = max(fixed["steps_per_s"], searched["steps_per_s"])
+    agree = [outcome_agreement(frames["sequential"], frames[name])
+             for name in ("workbench fixed", "workbench search")]
+    summary = {
+        "speedup_vs_sequential": round(searched["steps_per_s"] / seq["steps_per_s"], 3),
+        "speedup_vs_vla_eval": (round(searched["steps_per_s"] / rows[-1]["steps_per_s"], 3)
+                                if not args.skip_vla_eval else None),
+        "efficiency_vs_limit": round(best_wb / cost.limit_steps_per_s, 3),
+        "e2e_speedup_vs_sequential": round(seq["e2e_s"] / fixed["e2e_s"], 3),
+        "success_agreement": min(a["success_agreement"] for a in agree),
+        "terminal_agreement": min(a["terminal_agreement"] for a in agree),
+        "limit_steps_per_s": round(cost.limit_steps_per_s, 2),
+        "episodes": len(plan),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
