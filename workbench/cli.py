@@ -1,4 +1,4 @@
-"""The ``workbench`` command line: ``eval``, ``results`` and ``reproduce``.
+"""The ``workbench`` command line: ``eval``, ``results``, ``report`` and ``reproduce``.
 
 Errors in what the user gave (a bad config, a missing file) print one clear line to
 stderr and exit with status 2; they never print a traceback.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import yaml
@@ -30,11 +31,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.config import load_eval_config
     from workbench.evaluate import evaluate, summarize
 
+    from workbench.reports.run_report import write_report
+
     config = load_eval_config(args.config, **_parse_set(args.set))
     run = evaluate(config)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summarize(run.results).to_string(index=False))
-    print(f"records: {run.records_path} (run {run.run_id})")
+    _, page = write_report(run.results, run.output_dir)
+    print(f"records: {run.records_path} (run {run.run_id}); report: {page}")
     return 0
 
 
@@ -53,6 +57,16 @@ def cmd_results(args: argparse.Namespace) -> int:
         return 0
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summarize(load_results(args.db, args.run)).to_string(index=False))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from workbench.records.store import load_results
+    from workbench.reports.run_report import write_report
+
+    json_path, html_path = write_report(load_results(args.db, args.run),
+                                        args.out or Path(args.db).parent)
+    print(f"{json_path}\n{html_path}")
     return 0
 
 
@@ -78,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per episode")
     p.add_argument("--run", default=None, help="only this run id")
     p.set_defaults(func=cmd_results)
+    p = sub.add_parser("report", help="write report.json and report.html for a run")
+    p.add_argument("db", help="records.sqlite of a run")
+    p.add_argument("--run", default=None, help="only this run id")
+    p.add_argument("--out", default=None, help="folder for the report (default: the db's)")
+    p.set_defaults(func=cmd_report)
     p = sub.add_parser("reproduce", help="run the notebooks through papermill")
     p.add_argument("--quick", action="store_true", help="tiny parameters (experiments/tiny/)")
     p.add_argument("--notebooks", nargs="*", help="only these notebooks (file names)")

@@ -44,6 +44,9 @@ def test_expert_solves_pick_place_three_of_three_and_is_reproducible(tmp_path):
         assert all(r["error"] is None and r["diagnostic"] for r in rows)
         assert {"task", "episode", "success", "terminal_step", "steps", "error"} <= set(rows[0])
         outcomes.append([(r["episode"], r["success"], r["terminal_step"]) for r in rows])
+        report = json.loads((tmp_path / name / "report.json").read_text())
+        assert report["diagnostic"] and report["summary"][-1]["successes"] == 3
+        assert "Diagnostic run" in (tmp_path / name / "report.html").read_text()
     assert outcomes[0] == outcomes[1]
 
 

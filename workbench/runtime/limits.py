@@ -18,6 +18,7 @@ import psutil
 from workbench.benchmarks.base import BenchmarkAdapter
 from workbench.plan import EpisodeSpec
 from workbench.policies.base import LoadContext, Policy
+from workbench.runtime.pool import process_context
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def measure_step_cost(make_adapter: Callable[[], BenchmarkAdapter],
                       make_policy: Callable[[], Policy], plan: Sequence[EpisodeSpec],
                       cores: int | None = None) -> StepCost:
     """Run ``plan`` in one fresh pinned process and return its CPU cost per step."""
-    ctx = mp.get_context("spawn")
+    ctx = process_context()
     queue = ctx.Queue()
     proc = ctx.Process(target=_measure, args=(make_adapter, make_policy, list(plan), queue))
     proc.start()

@@ -102,7 +102,7 @@ class EvalPool:
         adapter.close()
         cameras = sum(self.protocol.feature(f).dtype == "uint8" for f in self.capabilities.features)
         slot = slot_bytes or max(cameras, 1) * image_size * image_size * 3
-        ctx = mp.get_context("spawn")
+        ctx = process_context()
         pipes = {(w, r): ctx.Pipe() for w in range(max_workers) for r in range(max_replicas)}
         self.replicas = [self._start(ctx, replica_main, r, policy_factory,
                                      LoadContext(self.protocol.name, _device(device, r), r),
@@ -120,9 +120,9 @@ class EvalPool:
                 self.close()
                 raise RuntimeError(
                     f"{proc.process.name} failed to start ({exc}; exit code "
-                    f"{proc.process.exitcode}). Processes are spawned: a script that starts a "
-                    "pool needs `if __name__ == '__main__':`, and policies and adapters must be "
-                    "importable; the child's traceback is above.") from None
+                    f"{proc.process.exitcode}). A script that starts a pool needs "
+                    "`if __name__ == '__main__':`, and policies and adapters must be importable "
+                    "by their module; the child's traceback is above.") from None
         self.replica_rss = [p.info[1] for p in self.replicas]
         self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
         self.config: PoolConfig | None = None
@@ -377,6 +377,21 @@ class _Monitor:
         return RunReport(config, state.rows, wall, steps, busy, self.peak,
                          self.pool.replica_stats(), not state.queue and not state.in_flight,
                          state.failures)
+
+
+# Imported once by the fork server, so each worker and replica starts without re-importing
+# torch, MuJoCo and MetaWorld (seconds each on a small machine).
+PRELOAD = ["workbench.runtime.worker", "workbench.runtime.replica", "workbench.policies.vision",
+           "workbench.policies.scripted", "workbench.benchmarks.metaworld", "torch", "mujoco",
+           "metaworld", "metaworld.policies"]
+
+
+def process_context() -> Any:
+    """The multiprocessing context for pool processes: a fork server with heavy modules
+    preloaded (nothing with threads or GL contexts is started before the fork)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
 
 
 def _expect(conn: Connection, kinds: tuple[str, ...], timeout: float) -> Any:
