@@ -80,8 +80,7 @@ def run_pool(plan: list, config: PoolConfig | None, cores: int) -> tuple[dict, p
         if config is None:
             result = search_concurrency(pool, plan, SearchSettings(), cores=cores)
             config, probes, search_s = result.best, result.probes, result.search_s
-        else:
-            pool.warm_up(plan)
+        else:  # environments are built lazily, as an evaluation from cold would
             search_s = 0.0
         pool.configure(config)
         store = RecordStore(Path(tempfile.mkdtemp()) / "wb.sqlite")
@@ -139,12 +138,13 @@ def _row(name: str, df: pd.DataFrame, eval_s: float, e2e_s: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="reduced episode list (< 10 min)")
-    parser.add_argument("--tasks", type=int, default=None, help="first K MT10 tasks")
+    parser.add_argument("--quick", action="store_true",
+                        help="MT10 x 1 episode and a smaller vla-eval grid (< 10 min)")
+    parser.add_argument("--tasks", type=int, default=None, help="first K MT10 tasks (10)")
     parser.add_argument("--episodes", type=int, default=None, help="episodes per task")
     parser.add_argument("--skip-vla-eval", action="store_true")
     args = parser.parse_args()
-    n_tasks = args.tasks or (5 if args.quick else 10)
+    n_tasks = args.tasks or 10
     episodes = args.episodes or (1 if args.quick else 3)
     plan = plan_episodes("metaworld", "MT10", suite_tasks("MT10")[:n_tasks], episodes)
     cores = psutil.cpu_count() or 1
@@ -187,6 +187,11 @@ def main() -> None:
         "terminal_agreement": min(a["terminal_agreement"] for a in agree),
         "limit_steps_per_s": round(cost.limit_steps_per_s, 2),
         "episodes": len(plan),
+        "search_s": searched["search_s"],
+        # what the search would cost against a 500-episode evaluation at the chosen rate
+        "search_fraction_of_500_episode_eval": round(
+            searched["search_s"] / (500 * searched["steps"] / searched["episodes"]
+                                    / searched["steps_per_s"]), 3),
     }
     print(json.dumps(summary))
 
