@@ -198,7 +198,7 @@ class EvalPool:
                 break
             self._collect(state, timeout=0.25)
             monitor.sample()
-        if state.in_flight:  # only after a time limit: stop the stragglers cleanly
+        if state.in_flight:  # only after a time limit: let the stragglers finish
             self._drain(state)
         return monitor.report(self.config, state)
 
@@ -206,7 +206,8 @@ class EvalPool:
         for w in list(self.assignment):
             if w in state.in_flight or not state.queue:
                 continue
-            if not self.workers[w].alive:
+            if not self.workers[w].process.is_alive():  # died while idle: nothing was lost
+                self._worker_died(state, w)
                 continue
             spec = state.queue.popleft()
             if state.store is not None and not state.store.claim(state.run_id, spec.episode_id,
@@ -215,7 +216,10 @@ class EvalPool:
             state.in_flight[w] = spec
             video = wants_video(state.video, state.dispatched)
             state.dispatched += 1
-            self.workers[w].control.send(("run", {"spec": spec, "video": video}))
+            try:
+                self.workers[w].control.send(("run", {"spec": spec, "video": video}))
+            except (BrokenPipeError, OSError):
+                self._worker_died(state, w)
         if not state.in_flight and state.queue:
             for spec in state.queue:
                 self._record(state, spec, EpisodeResult(
@@ -285,11 +289,10 @@ class EvalPool:
             self._assign(list(self.assignment), live)
 
     def _drain(self, state: "_RunState") -> None:
+        """Wait for the episodes in flight (they are bounded by the step limit), so no
+        late result can be mistaken for a later run's."""
         while state.in_flight:
-            before = len(state.in_flight)
-            self._collect(state, timeout=30)
-            if len(state.in_flight) == before:
-                break
+            self._collect(state, timeout=1.0)
 
     def replica_stats(self) -> list[ReplicaStats]:
         out = []
