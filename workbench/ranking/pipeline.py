@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from workbench.policies.scripted import GRADED_LADDER, ScriptedExpert
 from workbench.ranking.adaptive import Oracle, adaptive_comparisons, uniform_comparisons
 from workbench.ranking.bootstrap import BootstrapResult, bootstrap_bradley_terry
-from workbench.ranking.bradley_terry import ConvergenceWarning
+from workbench.ranking.bradley_terry import ConvergenceWarning, fit_bradley_terry_batch
 from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.judges.offline import RolloutQuality, assess
@@ -100,7 +100,9 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
     episode, so variants sharing a folder would overwrite each other's rollouts) and
     resumes there: a second call with the same arguments runs nothing. ``video`` ("off",
     "all" or the first N episodes) applies to the variants in ``video_policies`` (all
-    when None); rendering is the slow part (software EGL: ~90 ms a frame).
+    when None) and only to episodes this call runs (a resumed run records none);
+    rendering is the slow part (software EGL: ~90 ms a frame), and
+    :func:`replay_frames` renders just the frames a figure needs instead.
     Rows come in ladder order, so ``table["policy"].unique()`` is the known order.
     """
     from workbench.config import EvalConfig
@@ -114,7 +116,9 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
                             episodes=episodes, seed=seed, image_size=image_size,
                             output_dir=str(Path(output_dir) / name),
                             video=video if wants else "off", progress=False)
-        frames.append(rollout_table(evaluate(config).results))
+        with warnings.catch_warnings():  # MetaWorld's experts warn about their own gains
+            warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
+            frames.append(rollout_table(evaluate(config).results))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -127,6 +131,7 @@ class RankingResult:
     winner_policy, ...); wins: (n, n) int array, wins[i, j] = times i was preferred over
     j; bootstrap: BT point scores (0-100) with percentile intervals; convergence: long
     table of checkpoint, policy, score (and lower, upper, mean_ci_width);
+    episode_intervals: policy, lower, upper from resampling episodes;
     warnings: what the fits warned about (e.g. a policy that never lost).
     """
 
@@ -135,13 +140,17 @@ class RankingResult:
     wins: NDArray[np.int64]
     bootstrap: BootstrapResult
     convergence: pd.DataFrame
+    episode_intervals: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
 
     def scores(self) -> pd.DataFrame:
-        """One row per policy: score, lower, upper (0-100), rank (1 = best)."""
-        boot = self.bootstrap
+        """One row per policy: score, lower, upper (0-100, the paper's bootstrap),
+        episode_lower, episode_upper (:func:`bootstrap_over_episodes`), rank (1 = best)."""
+        boot, episodes = self.bootstrap, self.episode_intervals
         table = pd.DataFrame({"policy": self.policies, "score": boot.scores,
-                              "lower": boot.lower, "upper": boot.upper})
+                              "lower": boot.lower, "upper": boot.upper,
+                              "episode_lower": episodes["lower"].to_numpy(),
+                              "episode_upper": episodes["upper"].to_numpy()})
         table["rank"] = table["score"].rank(ascending=False, method="min").astype(int)
         return table
 
@@ -181,7 +190,38 @@ def rank_with_judge(rollouts: pd.DataFrame, judge: Judge, comparisons_per_pair: 
         boot = bootstrap_bradley_terry(wins, n_boot=n_boot, seed=seed)
         curve = convergence_curve(preferences, policies, checkpoints, n_boot=curve_boot, seed=seed)
     notes = sorted({str(w.message) for w in caught})
-    return RankingResult(policies, preferences, wins, boot, curve, notes)
+    episodes = bootstrap_over_episodes(preferences, policies, n_boot=n_boot, seed=seed)
+    return RankingResult(policies, preferences, wins, boot, curve, episodes, notes)
+
+
+def bootstrap_over_episodes(preferences: pd.DataFrame, policies: Sequence[str],
+                            n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """BT intervals from resampling episodes, not comparisons.
+
+    The paper's bootstrap redraws each pair's wins binomially, as if every comparison
+    were a fresh draw; with few episodes and a deterministic judge the comparisons
+    repeat the same rollout pairs, and those intervals only shrink with more calls.
+    Here the unit is the episode (task, init_id): replicates draw episodes with
+    replacement and pool their wins. Returns policy, lower, upper (0-100 scale).
+
+    >>> prefs = pd.DataFrame({"task": ["t"] * 3 + ["u"] * 3, "init_id": 0,
+    ...                       "policy_a": ["x", "x", "y"] * 2, "policy_b": ["y", "y", "x"] * 2,
+    ...                       "winner": ["A", "A", "A", "B", "B", "B"]})  # x 2:1 in t, 1:2 in u
+    >>> ci = bootstrap_over_episodes(prefs, ["x", "y"], n_boot=50)
+    >>> ci[["lower", "upper"]].round(1).values.tolist()
+    [[33.3, 66.7], [33.3, 66.7]]
+    """
+    valid = preferences[preferences["winner"].isin(["A", "B"])]
+    groups = [part for _, part in valid.groupby(["task", "init_id"], sort=True)]
+    per_episode = np.stack([wins_from_preferences(part, policies) for part in groups])
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=n_boot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = fit_bradley_terry_batch(np.einsum("bc,cij->bij", counts, per_episode)).scores
+    tail = 100.0 * (1 - level) / 2
+    lower, upper = np.percentile(fits, [tail, 100.0 - tail], axis=0)
+    return pd.DataFrame({"policy": list(policies), "lower": lower, "upper": upper})
 
 
 def candidate_pairs(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -248,7 +288,8 @@ def ranking_table(scores: pd.DataFrame, known_order: Sequence[str],
     :meth:`RankingResult.scores`; ``success_rates`` comes from
     :func:`workbench.ranking.metrics.success_rates`.
     """
-    table = pd.DataFrame({"policy": list(known_order), "known_rank": range(1, len(known_order) + 1)})
+    table = pd.DataFrame({"policy": list(known_order),
+                          "known_rank": range(1, len(known_order) + 1)})
     keep = [c for c in ("policy", "score", "lower", "upper") if c in scores]
     table = table.merge(scores[keep], on="policy", how="left")
     table["score_rank"] = table["score"].rank(ascending=False, method="min").astype(int)
@@ -264,13 +305,15 @@ def compare_rankings(scores: pd.DataFrame, known_order: Sequence[str],
                      success_rates: pd.DataFrame) -> pd.DataFrame:
     """The BT ranking and the success-rate ranking, each against the known order and
     against success rates: Spearman rho (NaN when a side is constant, e.g. all
-    policies at 100% success) and MMRV (success as the reference, 0-1 scale).
+    policies at 100% success), MMRV (success as the reference, 0-1 scale) and the
+    order, best first (ties kept in the known order).
 
     >>> from workbench.ranking.metrics import success_rates
     >>> rolls = pd.DataFrame({"policy": ["a", "a", "b", "b"], "success": [1, 1, 1, 0]})
     >>> bt = pd.DataFrame({"policy": ["a", "b"], "score": [70.0, 30.0]})
-    >>> compare_rankings(bt, ["a", "b"], success_rates(rolls))["spearman_vs_known"].tolist()
-    [1.0, 1.0]
+    >>> table = compare_rankings(bt, ["a", "b"], success_rates(rolls))
+    >>> table["spearman_vs_known"].round(3).tolist(), table.loc["bt_score", "order"]
+    ([1.0, 1.0], 'a > b')
     """
     table = ranking_table(scores, known_order, success_rates)
     known = -table["known_rank"].to_numpy(float)
@@ -365,7 +408,8 @@ def judge_oracle(rollouts: pd.DataFrame, judge: Judge, policies: Sequence[str],
 
 
 def adaptive_vs_uniform(rollouts: pd.DataFrame, judge: Judge, budget: int, seed: int = 0,
-                        n_boot: int = 1000, known_order: Sequence[str] | None = None) -> pd.DataFrame:
+                        n_boot: int = 1000,
+                        known_order: Sequence[str] | None = None) -> pd.DataFrame:
     """Uniform sampling with ``budget`` valid comparisons against adaptive allocation with
     half of it and with all of it, on the same rollouts and judge.
 
@@ -389,8 +433,8 @@ def adaptive_vs_uniform(rollouts: pd.DataFrame, judge: Judge, budget: int, seed:
     table = pd.DataFrame(rows).set_index("method")
     base = table.loc["uniform"]
     table["same_ranking"] = table["ranking"].eq(base["ranking"])
-    table["meets_uniform"] = table["same_ranking"] & (table["mean_ci_width"] <= base["mean_ci_width"])
-    table.loc["uniform", "meets_uniform"] = np.nan
+    meets = table["same_ranking"] & (table["mean_ci_width"] <= base["mean_ci_width"])
+    table["meets_uniform"] = meets.astype(object).where(table.index != "uniform", None)
     return table
 
 
@@ -408,6 +452,56 @@ def _method_row(name: str, wins: NDArray[np.int64], calls: int, policies: Sequen
     return row | {f"score[{p}]": s for p, s in zip(policies, boot.scores)}
 
 
-def strip_example(separated: pd.DataFrame) -> pd.Series | None:
-    """The pair to show as a frame strip: the first row (videos first, widest gap)."""
-    return None if separated.empty else separated.iloc[0]
+def strip_example(separated: pd.DataFrame) -> pd.Series:
+    """The pair to show as a frame strip: the first row of :func:`same_success_separated`
+    (pairs with videos first, then the widest heuristic gap); refuses an empty table."""
+    if separated.empty:
+        raise ValueError("no same-success pair was separated by the judge; run more "
+                         "episodes or tasks to have one to show")
+    return separated.iloc[0]
+
+
+def replay_frames(suite: str, task: str, init_id: int, rollout_path: str, count: int = 6,
+                  image_size: int = 96, benchmark: str = "metaworld",
+                  seed: int = 0) -> tuple[list[NDArray[np.uint8]], float]:
+    """Frames of a recorded rollout without its video: replay its actions from its
+    initial state and render only ``count`` states spread over the episode (first and
+    last included), so a frame strip costs ``count`` renders, not one per step.
+
+    Also returns the largest gap between the replayed and the recorded end-effector
+    state: 0 when the simulator is deterministic and the frames show the judged rollout.
+    """
+    from workbench.benchmarks import make_benchmark
+    from workbench.plan import EpisodeSpec
+
+    rollout = load_rollout(rollout_path)
+    wanted = set(np.linspace(0, rollout.steps, count).round().astype(int).tolist())
+    adapter = make_benchmark(benchmark, suite=suite, seed=seed, image_size=image_size)
+    frames, gap = [], 0.0
+    try:
+        adapter.reset(EpisodeSpec(benchmark, suite, task, int(init_id), int(init_id)))
+        for t in range(rollout.steps + 1):
+            gap = max(gap, float(np.abs(adapter.trajectory_state() - rollout.state[t]).max()))
+            if t in wanted:
+                frames.append(adapter.render("images.primary"))
+            if t < rollout.steps:
+                adapter.step(rollout.actions[t])
+    finally:
+        adapter.close()
+    return frames, gap
+
+
+def pair_frames(example: pd.Series, suite: str, count: int = 6, image_size: int = 96,
+                benchmark: str = "metaworld") -> tuple[list[list[NDArray[np.uint8]]], float]:
+    """Frames of both rollouts of a :func:`same_success_separated` row, winner first:
+    read from their videos when both have one, else replayed (:func:`replay_frames`).
+    Returns (rows of frames, largest replay state gap; 0 for videos)."""
+    from workbench.reports import read_video_frames
+
+    videos = [example["winner_video"], example["loser_video"]]
+    if all(isinstance(v, str) and v for v in videos):
+        return [read_video_frames(v, count) for v in videos], 0.0
+    replays = [replay_frames(suite, example["task"], example["init_id"], path, count,
+                             image_size, benchmark)
+               for path in (example["winner_path"], example["loser_path"])]
+    return [frames for frames, _ in replays], max(gap for _, gap in replays)

@@ -110,3 +110,55 @@ def plot_reported_vs_recomputed(compared: pd.DataFrame, metric: str, ax: Any = N
     ax.margins(y=0.2)
     ax.legend(fontsize="small")
     return fig, ax
+
+
+def plot_trajectory_pair(paths: Sequence[str], labels: Sequence[str], ax: Any = None,
+                         gripper: bool = True) -> tuple[Any, Any]:
+    """End-effector x, y, z against step for rollouts (``.npz`` paths): one colour per
+    axis, one line style per rollout (solid, dashed, ...); with ``gripper`` the gripper
+    command (what the offline judge's effort criterion reads) in grey on a right axis."""
+    from workbench.ranking.rollout import load_rollout
+
+    fig, ax = _axes(ax, (7, 3.5))
+    right = ax.twinx() if gripper else None
+    for path, label, style in zip(paths, labels, ("-", "--", ":", "-.")):
+        rollout = load_rollout(path)
+        for k, axis in enumerate("xyz"):
+            ax.plot(rollout.state[:, k], linestyle=style, color=f"C{k}", label=f"{axis}: {label}")
+        if right is not None:
+            right.plot(rollout.actions[:, 3], linestyle=style, color="grey", linewidth=0.8,
+                       label=f"gripper cmd: {label}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("end-effector position (m)")
+    handles, names = ax.get_legend_handles_labels()
+    if right is not None:
+        right.set_ylabel("gripper command", color="grey")
+        extra = right.get_legend_handles_labels()
+        handles, names = handles + extra[0], names + extra[1]
+    ax.legend(handles, names, fontsize="x-small", ncol=len(paths), loc="upper left",
+              bbox_to_anchor=(1.12, 1.0))
+    return fig, ax
+
+
+def plot_frame_pair(rows: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
+                    ax: Any = None) -> tuple[Any, Any]:
+    """Frame strips stacked: ``rows[k]`` (frames of one rollout, spread over its episode)
+    is row k, labelled ``labels[k]``; columns are titled by their share of the episode.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> black = np.zeros((8, 8, 3), np.uint8)
+    >>> fig, ax = plot_frame_pair([[black] * 3, [black] * 3], ["top", "bottom"])
+    >>> ax.get_images()[0].get_array().shape
+    (16, 24, 3)
+    """
+    from workbench.reports import plot_frame_strip
+
+    count = min(len(r) for r in rows)
+    columns = [np.concatenate([r[k] for r in rows], axis=0) for k in range(count)]
+    titles = [f"{k / max(count - 1, 1):.0%}" for k in range(count)]
+    fig, ax = _axes(ax, (1.6 * count + 1.5, 1.7 * len(rows)))
+    plot_frame_strip(columns, titles, ax=ax)
+    height = rows[0][0].shape[0]
+    for k, label in enumerate(labels):
+        ax.text(-4, (k + 0.5) * height, label, ha="right", va="center", fontsize=8)
+    return fig, ax
