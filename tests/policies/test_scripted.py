@@ -27,8 +27,8 @@ def run(adapter, policy, tasks, episodes, tmp_path, name):
 def test_graded_ladder_is_ordered_by_quality(mt10, tmp_path):
     tasks = ["reach-v3", "push-v3", "drawer-open-v3", "window-close-v3"]
     scores = []
-    for i, (defect, level) in enumerate(GRADED_LADDER):
-        df = run(mt10, ScriptedExpert(defect, level), tasks, 3, tmp_path, f"p{i}")
+    for i, defects in enumerate(GRADED_LADDER):
+        df = run(mt10, ScriptedExpert(defects=defects), tasks, 3, tmp_path, f"p{i}")
         scores.append((df["success"].mean(), -df["steps"].mean()))
     assert scores == sorted(scores, reverse=True), scores
 
@@ -39,6 +39,13 @@ def test_graded_variants_are_seeded_and_reproducible(mt10, tmp_path):
     assert a["steps"].tolist() == b["steps"].tolist()
     c = run(mt10, make_policy("expert"), ["push-v3"], 2, tmp_path, "c")
     assert a["steps"].tolist() != c["steps"].tolist()
+
+
+def test_stacked_defects_are_named_and_validated():
+    assert ScriptedExpert(defects=()).name == "expert"
+    assert ScriptedExpert(defects=[["noise", 0.1], ["delay", 0.5]]).name == "expert-noise-0.1+delay-0.5"
+    with pytest.raises(ValueError, match="level must be in"):
+        ScriptedExpert(defects=[("noise", 0.1), ("delay", 3)])
 
 
 def test_expert_refuses_bad_defects_and_clips_actions():

@@ -13,10 +13,7 @@ from workbench.ranking import pipeline as pl  # noqa: E402
 from workbench.ranking.judges import OfflineJudge, RolloutRef  # noqa: E402
 from workbench.ranking.metrics import success_rates  # noqa: E402
 
-# One task every variant solves and one the delay variant fails (0 of 2). On tasks it
-# solves, the lagged expert's path is *smoother* by the heuristic's jerk measure, so the
-# heuristic can rank it above the expert there (e.g. reach-v3 and push-v3 alone);
-# success (weight 0.55) is what puts the expert ahead. See notebook 11.
+# One task every variant solves and one the last rung (all four defects stacked) fails.
 TASKS = ["push-v3", "window-open-v3"]
 EPISODES = 2
 PER_PAIR = 40
@@ -68,10 +65,16 @@ def test_collecting_again_resumes(rollouts, run_dir):
 
 def test_bt_puts_the_expert_above_the_delay_variant(ranking):
     scores = ranking.scores().set_index("policy")["score"]
-    assert scores["expert"] > scores["expert-delay-0.5"]
+    names = pl.graded_policy_names()
+    assert scores[names[0]] > scores[names[-1]]
+    assert list(scores.loc[names]) == sorted(scores, reverse=True)  # the known order
     assert ranking.wins.sum() == 10 * PER_PAIR
     table = ranking.scores()
-    assert (table["lower"] <= table["score"]).all() and (table["score"] <= table["upper"]).all()
+    # The heuristic separates adjacent rungs every time, so the expert never loses: its
+    # BT strength has no finite maximum and the percentile interval need not hold the
+    # (iteration-capped) point estimate. Intervals are still ordered and nested in 0-100.
+    assert (table["lower"] <= table["upper"]).all()
+    assert table["lower"].between(0, 100).all() and table["upper"].between(0, 100).all()
     assert (table["episode_lower"] <= table["episode_upper"]).all()
 
 

@@ -14,15 +14,20 @@ Graded variants degrade the expert in seeded, reproducible ways. For a given
 - ``jerky``: with probability ``0.5 * level`` per step, an overshooting correction
   (action scaled by up to ``1 + 2 * level`` with sign flips on one axis).
 
-Quality decreases with ``level`` within a defect; ``GRADED_LADDER`` lists variants
-whose ordering is known (measured in the tests) for validating rankings.
+Several defects can be stacked (``defects=[("noise", 0.1), ("jerky", 0.3)]``), applied
+in that order. Quality decreases with ``level`` within a defect and with every defect
+added on top; ``GRADED_LADDER`` stacks one more defect per rung, so its order is known
+by construction (and measured in the tests) for validating rankings.
+
+>>> ScriptedExpert(defects=[("noise", 0.1), ("jerky", 0.3)]).name
+'expert-noise-0.1+jerky-0.3'
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -44,15 +49,18 @@ class ScriptedExpert(Policy):
 
     name = "expert"
 
-    def __init__(self, defect: str = "none", level: float = 0.0) -> None:
+    def __init__(self, defect: str = "none", level: float = 0.0,
+                 defects: Sequence[Sequence[Any]] | None = None) -> None:
         super().__init__()
-        if defect not in DEFECTS:
-            raise ValueError(f"unknown defect {defect!r}; available: {list(DEFECTS)}")
-        if not 0.0 <= level <= 1.0:
-            raise ValueError(f"level must be in [0, 1], got {level}")
-        self.defect, self.level = defect, float(level)
-        if defect != "none":
-            self.name = f"expert-{defect}-{level:g}"
+        stack = [(defect, level)] if defects is None else [tuple(d) for d in defects]
+        for name, value in stack:
+            if name not in DEFECTS:
+                raise ValueError(f"unknown defect {name!r}; available: {list(DEFECTS)}")
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"level must be in [0, 1], got {value}")
+        self.defects = tuple((str(n), float(v)) for n, v in stack if n != "none")
+        if self.defects:
+            self.name = "expert-" + "+".join(f"{n}-{v:g}" for n, v in self.defects)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -72,7 +80,8 @@ class ScriptedExpert(Policy):
 
     def _act(self, observation: Observation, ep: _ExpertEpisode) -> np.ndarray:
         action = np.asarray(ep.expert.get_action(observation["privileged.state"]), np.float64)
-        action = _degrade(action, self.defect, self.level, ep)
+        for defect, level in self.defects:
+            action = _degrade(action, defect, level, ep)
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
 
@@ -99,13 +108,12 @@ def _degrade(action: np.ndarray, defect: str, level: float, ep: _ExpertEpisode) 
     return action
 
 
-# Variants whose quality order is known: each row is worse than the one before.
-# Measured on MT10, 5 episodes per task (success rate, mean steps): none 1.00, 80;
-# noise 0.3: 1.00, 85; jerky 0.5: 0.98, 98; hesitate 0.5: 0.94, 120; delay 0.5: 0.62, 249.
-GRADED_LADDER: tuple[tuple[str, float], ...] = (
-    ("none", 0.0),
-    ("noise", 0.3),
-    ("jerky", 0.5),
-    ("hesitate", 0.5),
-    ("delay", 0.5),
+# Variants whose quality order is known: each rung keeps the defects of the rung
+# before and adds one, so it is worse on every criterion the defect touches.
+GRADED_LADDER: tuple[tuple[tuple[str, float], ...], ...] = (
+    (),
+    (("noise", 0.1),),
+    (("noise", 0.1), ("jerky", 0.3)),
+    (("noise", 0.1), ("jerky", 0.3), ("hesitate", 0.5)),
+    (("noise", 0.1), ("jerky", 0.3), ("hesitate", 0.5), ("delay", 0.5)),
 )

@@ -18,8 +18,8 @@ D.9). The steps:
 Only the steps that run the simulator need MetaWorld; the rest work on any rollout
 table (see :mod:`workbench.ranking.sampling`) and any judge.
 
->>> graded_policy_names()
-['expert', 'expert-noise-0.3', 'expert-jerky-0.5', 'expert-hesitate-0.5', 'expert-delay-0.5']
+>>> graded_policy_names()[:3]
+['expert', 'expert-noise-0.1', 'expert-noise-0.1+jerky-0.3']
 """
 
 from __future__ import annotations
@@ -41,19 +41,19 @@ from workbench.ranking.bootstrap import BootstrapResult, bootstrap_bradley_terry
 from workbench.ranking.bradley_terry import ConvergenceWarning, fit_bradley_terry_batch
 from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.judges.base import Judge
-from workbench.ranking.judges.offline import RolloutQuality, assess
+from workbench.ranking.judges.offline import RolloutQuality, assess, pair_totals
 from workbench.ranking.metrics import mmrv, order_swap_consistency, spearman_rho
 from workbench.ranking.rollout import load_rollout
 from workbench.ranking.sampling import RolloutIndex, convergence_curve, sample_comparisons
 from workbench.ranking.sampling import wins_from_preferences
 
-Ladder = Sequence[tuple[str, float]]
+Ladder = Sequence[Sequence[tuple[str, float]]]  # each rung: the defects it stacks
 CRITERIA = ("smoothness", "continuity", "task", "effort")
 
 
 def graded_policy_names(ladder: Ladder = GRADED_LADDER) -> list[str]:
     """Policy names of the ladder's variants, best first (the known order)."""
-    return [ScriptedExpert(defect, level).name for defect, level in ladder]
+    return [ScriptedExpert(defects=rung).name for rung in ladder]
 
 
 def anonymous_id(policy: str, task: str, init_id: int) -> str:
@@ -109,10 +109,10 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
     from workbench.evaluate import evaluate
 
     frames = []
-    for (defect, level), name in zip(ladder, graded_policy_names(ladder)):
+    for rung, name in zip(ladder, graded_policy_names(ladder)):
         wants = video_policies is None or name in video_policies
         config = EvalConfig(benchmark=benchmark, suite=suite, tasks=list(tasks) if tasks else None,
-                            policy="expert", policy_options={"defect": defect, "level": level},
+                            policy="expert", policy_options={"defects": [list(d) for d in rung]},
                             episodes=episodes, seed=seed, image_size=image_size,
                             output_dir=str(Path(output_dir) / name),
                             video=video if wants else "off", progress=False)
@@ -374,10 +374,15 @@ def same_success_separated(preferences: pd.DataFrame, rollouts: pd.DataFrame,
 def _with_criteria(out: pd.DataFrame, drop_quality_ties: bool) -> pd.DataFrame:
     """Add both sides' heuristic criterion scores, drop quality ties, sort."""
     cache: dict[str, RolloutQuality] = {}
-    for side in ("winner", "loser"):
-        qualities = [_quality(p, cache) for p in out[f"{side}_path"]]
-        for name in (*CRITERIA, "total"):
+    sides = {side: [_quality(p, cache) for p in out[f"{side}_path"]]
+             for side in ("winner", "loser")}
+    for side, qualities in sides.items():
+        for name in CRITERIA:
             out[f"{side}_{name}"] = [getattr(q, name) for q in qualities]
+    # the judge's own rule: totals with the pair's efficiency credit (both succeeded)
+    totals = [pair_totals(w, l) for w, l in zip(sides["winner"], sides["loser"])]
+    out["winner_total"] = [t[0] for t in totals]
+    out["loser_total"] = [t[1] for t in totals]
     out["total_gap"] = out["winner_total"] - out["loser_total"] if len(out) else []
     if drop_quality_ties:
         out = out[~np.isclose(out["total_gap"].to_numpy(float), 0.0, rtol=0, atol=1e-12)]

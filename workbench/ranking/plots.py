@@ -36,7 +36,9 @@ def plot_scores(policies: Sequence[str], scores: ArrayLike, lower: ArrayLike | N
     s = np.asarray(scores, np.float64)
     err = None
     if lower is not None and upper is not None:
-        err = np.vstack([s - np.asarray(lower), np.asarray(upper) - s])
+        # clipped at 0: with a policy that never loses, the percentile interval of the
+        # bootstrap need not contain the (iteration-capped) point estimate
+        err = np.clip(np.vstack([s - np.asarray(lower), np.asarray(upper) - s]), 0, None)
     ax.bar(list(policies), s, yerr=err, capsize=4, color="tab:blue", alpha=0.8)
     ax.set_ylabel("BT score (0-100)")
     ax.tick_params(axis="x", rotation=30)

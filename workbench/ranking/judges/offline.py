@@ -4,10 +4,14 @@ It needs no model and no video. From a rollout's ``.npz`` (see
 :mod:`workbench.ranking.rollout`) it scores, each on 0-1:
 
 1. motion smoothness: jerk of the end-effector path relative to its speed;
-2. action continuity: pauses inside the motion and direction reversals;
+2. action continuity: pauses (including a late start) and direction reversals;
 3. task success: success flag and time to success (0.9-1), else 0.4 x progress
-   (max reward clipped to 0-1, so rewards are assumed normalised);
-4. force / effort control: chatter of the gripper command (toggles beyond two).
+   (max reward clipped to 0-1, so rewards are assumed normalised); when both
+   rollouts of a pair succeed, the comparison also credits the quicker one
+   (``EFFICIENCY_WEIGHT`` x its speed relative to the other), as a viewer comparing
+   two videos of the same start would;
+4. force / effort control: chatter of the gripper: reversals of the measured
+   aperture larger than ``APERTURE_STEP``, beyond two (open and close).
 
 It writes a description in the VLM's format (Section 1..5) and prefers the higher
 weighted total (task 0.55, the others 0.15 each, so that a success
@@ -41,6 +45,10 @@ HEURISTIC_LABEL = "offline heuristic judge, not a VLM"
 WEIGHTS = {"smoothness": 0.15, "continuity": 0.15, "task": 0.55, "effort": 0.15}
 JERK_REF = 0.1  # jerk/speed ratio at which smoothness scores 0.5
 MOVING_FRACTION = 0.05  # a step moves when its speed exceeds this share of the top speed
+LATE_START = 3  # idle steps before the first motion that count as a hesitation
+IDLE_FRACTION = 0.01  # a leading step is idle below this share of the top speed
+APERTURE_STEP = 0.01  # aperture change that counts as a gripper movement
+EFFICIENCY_WEIGHT = 0.15  # credit for the quicker of two successful rollouts
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class RolloutQuality:
     """The measured quantities and the four 0-1 criterion scores of one rollout."""
 
     jerk_ratio: float
+    steps_to_success: int | None
     pauses: int
     reversals: int
     succeeded: bool
@@ -83,23 +92,32 @@ def motion_stats(rollout: Rollout) -> tuple[float, int, int]:
         return 0.0, 0, 0
     moving = speed > MOVING_FRACTION * speed.max()
     first, last = np.flatnonzero(moving)[[0, -1]]
-    pauses = _runs(~moving[first:last + 1])
+    idle_start = int(np.argmax(speed > IDLE_FRACTION * speed.max()))
+    pauses = _runs(~moving[first:last + 1]) + int(idle_start >= LATE_START)
     both = moving[1:] & moving[:-1]
     reversals = int(np.sum((np.sum(velocity[1:] * velocity[:-1], axis=1) < 0) & both))
     jerk = np.diff(path, 3, axis=0)
     return _rms(jerk) / max(_rms(velocity), 1e-12), pauses, reversals
 
 
+def gripper_reversals(aperture: np.ndarray) -> int:
+    """Direction changes of the gripper aperture, counting moves over ``APERTURE_STEP``."""
+    moves = np.diff(aperture.astype(np.float64))
+    signs = np.sign(moves[np.abs(moves) > APERTURE_STEP])
+    return int(np.sum(signs[1:] != signs[:-1]))
+
+
 def assess(rollout: Rollout) -> RolloutQuality:
     """Measure one rollout on the four criteria."""
     jerk_ratio, pauses, reversals = motion_stats(rollout)
-    toggles = int(np.sum(np.diff(np.sign(rollout.actions[:, 3])) != 0))
+    toggles = gripper_reversals(rollout.state[:, 3])
     first = rollout.first_success
     time_frac = None if first is None else (first + 1) / rollout.steps
     progress = float(np.clip(rollout.reward.max(), 0.0, 1.0))
     task = 1.0 - 0.1 * time_frac if time_frac is not None else 0.4 * progress
     return RolloutQuality(
-        jerk_ratio=jerk_ratio, pauses=pauses, reversals=reversals,
+        jerk_ratio=jerk_ratio, steps_to_success=None if first is None else first + 1,
+        pauses=pauses, reversals=reversals,
         succeeded=first is not None, time_to_success=time_frac, progress=progress,
         gripper_toggles=toggles, smoothness=1.0 / (1.0 + jerk_ratio / JERK_REF),
         continuity=1.0 / (1.0 + 0.5 * pauses + 0.25 * reversals), task=task,
@@ -117,7 +135,7 @@ def outcome_label(q: RolloutQuality) -> str:
 
 def describe_quality(q: RolloutQuality) -> str:
     """A Section 1..5 description in the VLM format, labelled as a heuristic."""
-    when = f", first at {q.time_to_success:.0%} of the episode" if q.succeeded else ""
+    when = f", after {q.steps_to_success} steps" if q.succeeded else ""
     return "\n".join([
         "Section 1: Motion Smoothness",
         _grade(q.smoothness, "Smooth and steady motion", "Mostly smooth with minor jitter",
@@ -131,10 +149,19 @@ def describe_quality(q: RolloutQuality) -> str:
         "Section 4: Force / Effort Control",
         _grade(q.effort, "Steady grasp", "Some repeated gripper adjustments",
                "Repeated gripper adjustments (chatter)")
-        + f" ({q.gripper_toggles} gripper command toggles).",
+        + f" ({q.gripper_toggles} gripper reversals).",
         "Section 5: Short Overall Summary",
         f"Overall quality score {q.total:.2f} ({HEURISTIC_LABEL}).",
     ])
+
+
+def pair_totals(qa: RolloutQuality, qb: RolloutQuality) -> tuple[float, float]:
+    """Each rollout's total, plus credit for speed relative to the other when both succeed."""
+    if qa.steps_to_success is None or qb.steps_to_success is None:
+        return qa.total, qb.total
+    quickest = min(qa.steps_to_success, qb.steps_to_success)
+    return (qa.total + EFFICIENCY_WEIGHT * quickest / qa.steps_to_success,
+            qb.total + EFFICIENCY_WEIGHT * quickest / qb.steps_to_success)
 
 
 class OfflineJudge:
@@ -167,12 +194,14 @@ class OfflineJudge:
         return first if hashlib.sha256(key).digest()[0] % 2 == 0 else second
 
     def compare(self, a: RolloutRef, b: RolloutRef, task: str) -> Preference:
-        """'A' or 'B' by quality total; exact ties by a stable seeded coin."""
+        """'A' or 'B' by quality total (with the pair's efficiency credit); exact ties by
+        a stable seeded coin."""
         qa, qb = self.quality(a), self.quality(b)
         self.stats.compare_calls += 1
-        if np.isclose(qa.total, qb.total, rtol=0, atol=1e-12):
+        ta, tb = pair_totals(qa, qb)
+        if np.isclose(ta, tb, rtol=0, atol=1e-12):
             winner = "A" if self._coin(a.rollout_id, b.rollout_id) == a.rollout_id else "B"
         else:
-            winner = "A" if qa.total > qb.total else "B"
+            winner = "A" if ta > tb else "B"
         return Preference(winner=winner, raw=winner, description_a=describe_quality(qa),
                           description_b=describe_quality(qb))
