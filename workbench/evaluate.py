@@ -47,8 +47,7 @@ def evaluate(config: EvalConfig) -> EvalRun:
         run_id = store.create_run(config.resolved_run_id(), plan, asdict(config),
                                   policy=policy.name, diagnostic=policy.capabilities.privileged)
         store.recover(run_id)  # a crashed earlier attempt: record, never retry
-        if config.runtime == "pool":
-            adapter.close()
+        if config.runtime == "pool":  # (the adapter built no environment yet)
             return _evaluate_pool(config, plan, store, run_id, out)
         results = evaluate_sequential(adapter, policy, plan, store, run_id, str(out),
                                       config.video, progress=config.progress,
