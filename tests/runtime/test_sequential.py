@@ -117,3 +117,17 @@ def test_bad_action_mid_episode_is_recorded_and_the_run_goes_on(tmp_path, pick_p
     assert "metaworld-v1: action: component 2 = 7 outside [-1, 1]" in first["error_message"]
     assert pd.isna(second["error_kind"]) and second["steps"] == 500 and not second["success"]
     assert set(df["status"]) == {"finished"}
+
+
+def test_runs_sharing_an_output_dir_keep_their_own_rollout_files(tmp_path):
+    from workbench.config import EvalConfig
+    from workbench.evaluate import evaluate
+
+    common = dict(benchmark="metaworld", suite="MT1:reach-v3", episodes=1, image_size=32,
+                  output_dir=str(tmp_path), progress=False, policy="expert")
+    a = evaluate(EvalConfig(**common)).results
+    b = evaluate(EvalConfig(**common, policy_options={"defect": "noise", "level": 0.5})).results
+    assert a["rollout_path"].iloc[0] != b["rollout_path"].iloc[0]
+    steps = [len(np.load(p)["actions"]) for p in (a["rollout_path"].iloc[0],
+                                                  b["rollout_path"].iloc[0])]
+    assert steps == [a["steps"].iloc[0], b["steps"].iloc[0]]

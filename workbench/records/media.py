@@ -14,13 +14,17 @@ from typing import Sequence
 import numpy as np
 
 
-def episode_filename(episode_id: str) -> str:
-    """A file-system-safe stem for an episode id.
+def episode_filename(episode_id: str, run_id: str | None = None) -> str:
+    """A file-system-safe stem for an episode of a run (runs sharing a folder never
+    overwrite each other's files).
 
     >>> episode_filename("metaworld/MT1:reach-v3/reach-v3/0001")
     'metaworld__MT1-reach-v3__reach-v3__0001'
+    >>> episode_filename("metaworld/MT10/reach-v3/0001", run_id="expert-MT10")
+    'expert-MT10__metaworld__MT10__reach-v3__0001'
     """
-    return episode_id.replace("/", "__").replace(":", "-")
+    name = episode_id if run_id is None else f"{run_id}/{episode_id}"
+    return name.replace("/", "__").replace(":", "-")
 
 
 def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: int = 20) -> str:

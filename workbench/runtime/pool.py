@@ -217,7 +217,8 @@ class EvalPool:
             video = wants_video(state.video, state.dispatched)
             state.dispatched += 1
             try:
-                self.workers[w].control.send(("run", {"spec": spec, "video": video}))
+                self.workers[w].control.send(("run", {"spec": spec, "video": video,
+                                                      "run_id": state.run_id}))
             except (BrokenPipeError, OSError):
                 self._worker_died(state, w)
         if not state.in_flight and state.queue:

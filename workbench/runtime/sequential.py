@@ -42,8 +42,8 @@ def evaluate_sequential(adapter: BenchmarkAdapter, policy: Policy, plan: Sequenc
             continue
         record_video = wants_video(video, number)
         result, trace = run_episode(adapter, policy, spec, observe_every_step, record_video)
-        clip, rollout = save_episode_media(trace, episode_filename(spec.episode_id), out_dir,
-                                           record_video)
+        stem = episode_filename(spec.episode_id, run_id)
+        clip, rollout = save_episode_media(trace, stem, out_dir, record_video)
         store.finish(run_id, spec.episode_id,
                      replace(result, video_path=clip, rollout_path=rollout))
         wins += result.success

@@ -105,7 +105,7 @@ def _run_one(adapter: BenchmarkAdapter, proxy: RemotePolicy, job: dict,
     result, trace = run_episode(adapter, proxy, spec,
                                 observe_every_step=options.get("observe_every_step", False),
                                 video=video)
-    clip, rollout = save_episode_media(trace, episode_filename(spec.episode_id),
+    clip, rollout = save_episode_media(trace, episode_filename(spec.episode_id, job["run_id"]),
                                        options.get("out_dir"), video)
     return {"episode_id": spec.episode_id, "result": result, "video_path": clip,
             "rollout_path": rollout, "observed_steps": len(trace.observed_steps),
