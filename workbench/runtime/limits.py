@@ -1,17 +1,22 @@
-"""This machine's throughput limit for a workload, measured in one pinned process.
+"""This machine's throughput limit for a workload, measured in pinned single processes.
 
 The limit is the cores divided by the CPU seconds one environment step costs in a
 single process: simulation plus the renders and inference it needs, amortized over
 the action chunk (chunk-boundary observation, policy in-process, one thread for math
-and software rendering). No multi-process runtime can beat it on this machine.
+and software rendering). Measured with one process alone (``processes=1``) it is the
+definition's limit. Measured with one such process per core running at once
+(``processes=cores``) it includes what cores cost each other when all are busy
+(shared caches and memory bandwidth, lower all-core clock), and its wall-clock rate is
+what fully independent evaluators, with no coordination at all, reach here.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import resource
+import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import psutil
 
@@ -28,6 +33,8 @@ class StepCost:
     steps: int
     cpu_s: float
     cores: int
+    processes: int = 1
+    wall_s: float = 0.0
 
     @property
     def cpu_s_per_step(self) -> float:
@@ -37,9 +44,14 @@ class StepCost:
     def limit_steps_per_s(self) -> float:
         return self.cores / self.cpu_s_per_step
 
+    @property
+    def independent_steps_per_s(self) -> float:
+        """Steps per wall second of the processes together (0 if not timed)."""
+        return self.steps / self.wall_s if self.wall_s > 0 else 0.0
+
 
 def _measure(make_adapter: Callable[[], BenchmarkAdapter], make_policy: Callable[[], Policy],
-             plan: Sequence[EpisodeSpec], queue: mp.Queue) -> None:
+             plan: Sequence[EpisodeSpec], queue: mp.Queue, barrier: Any) -> None:
     from workbench.runtime.episode import run_episode, warm_up
     from workbench.runtime.replica import pin_threads
 
@@ -50,22 +62,29 @@ def _measure(make_adapter: Callable[[], BenchmarkAdapter], make_policy: Callable
     adapter, policy = make_adapter(), make_policy()
     policy.load(LoadContext(adapter.protocol.name))
     warm_up(adapter, plan, policy.capabilities.features)  # build contexts outside the clock
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    barrier.wait()  # all processes start their clocks together
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     steps = sum(run_episode(adapter, policy, spec, observe_every_step=False)[0].steps
                 for spec in plan)
-    after = resource.getrusage(resource.RUSAGE_SELF)
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
     adapter.close()
-    queue.put((steps, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    queue.put((steps, cpu, wall))
 
 
 def measure_step_cost(make_adapter: Callable[[], BenchmarkAdapter],
                       make_policy: Callable[[], Policy], plan: Sequence[EpisodeSpec],
-                      cores: int | None = None) -> StepCost:
-    """Run ``plan`` in one fresh pinned process and return its CPU cost per step."""
+                      cores: int | None = None, processes: int = 1) -> StepCost:
+    """Run ``plan`` in ``processes`` fresh pinned processes at once (each the whole plan)
+    and return their CPU cost per step."""
     ctx = process_context()
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_measure, args=(make_adapter, make_policy, list(plan), queue))
-    proc.start()
-    steps, cpu_s = queue.get(timeout=3600)
-    proc.join()
-    return StepCost(steps, cpu_s, cores or psutil.cpu_count() or 1)
+    queue, barrier = ctx.Queue(), ctx.Barrier(processes)
+    procs = [ctx.Process(target=_measure, args=(make_adapter, make_policy, list(plan), queue,
+                                                barrier)) for _ in range(processes)]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=3600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return StepCost(sum(r[0] for r in results), sum(r[1] for r in results),
+                    cores or psutil.cpu_count() or 1, processes, max(r[2] for r in results))
