@@ -20,10 +20,9 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-import psutil
-
 from workbench.benchmarks.base import BenchmarkAdapter
 from workbench.plan import EpisodeSpec
+from workbench.profiling.system import ResourceMonitor
 from workbench.policies.base import Capabilities, LoadContext, Policy
 from workbench.records.media import wants_video
 from workbench.records.store import EpisodeResult, RecordStore
@@ -187,20 +186,24 @@ class EvalPool:
         if store is not None:
             pending = set(store.pending(run_id))
             todo = [s for s in todo if s.episode_id in pending]
-        monitor = _Monitor(self)
         state = _RunState(deque(todo), store, run_id, video, on_result)
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-        while state.queue or state.in_flight:
-            if deadline is not None and time.perf_counter() > deadline:
-                state.failures.append(f"episodes did not finish within {time_limit_s:.0f} s")
-                break
-            if not self._dispatch(state):
-                break
-            self._collect(state, timeout=0.25)
-            monitor.sample()
-        if state.in_flight:  # only after a time limit: let the stragglers finish
-            self._drain(state)
-        return monitor.report(self.config, state)
+        with ResourceMonitor(self.pids(), interval_s=0.5, children=False,
+                             gpu_index=None) as monitor:
+            while state.queue or state.in_flight:
+                if deadline is not None and time.perf_counter() > deadline:
+                    state.failures.append(f"episodes did not finish within {time_limit_s:.0f} s")
+                    break
+                if not self._dispatch(state):
+                    break
+                self._collect(state, timeout=0.25)
+            if state.in_flight:  # only after a time limit: let the stragglers finish
+                self._drain(state)
+        usage = monitor.result
+        return RunReport(self.config, state.rows, usage.wall_s,
+                         sum(int(r["steps"]) for r in state.rows), usage.cores_busy,
+                         usage.peak_rss_bytes, self.replica_stats(),
+                         not state.queue and not state.in_flight, state.failures)
 
     def _dispatch(self, state: "_RunState") -> bool:
         for w in list(self.assignment):
@@ -336,51 +339,6 @@ class _RunState:
     rows: list[dict] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     dispatched: int = 0
-
-
-class _Monitor:
-    """CPU seconds and resident memory of the pool's processes during a run."""
-
-    def __init__(self, pool: EvalPool) -> None:
-        self.pool = pool
-        self.procs = [psutil.Process(pid) for pid in pool.pids()]
-        self.cpu0 = self._cpu()
-        self.start = time.perf_counter()
-        self.peak = 0
-        self._last = 0.0
-        self.sample(force=True)
-
-    def _cpu(self) -> float:
-        total = 0.0
-        for p in self.procs:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-        return total
-
-    def sample(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self._last < 0.5:
-            return
-        self._last = now
-        rss = 0
-        for p in self.procs:
-            try:
-                rss += p.memory_info().rss
-            except psutil.Error:
-                pass
-        self.peak = max(self.peak, rss)
-
-    def report(self, config: PoolConfig, state: _RunState) -> RunReport:
-        wall = time.perf_counter() - self.start
-        self.sample(force=True)
-        busy = (self._cpu() - self.cpu0) / wall if wall > 0 else 0.0
-        steps = sum(int(r["steps"]) for r in state.rows)
-        return RunReport(config, state.rows, wall, steps, busy, self.peak,
-                         self.pool.replica_stats(), not state.queue and not state.in_flight,
-                         state.failures)
 
 
 # Imported once by the fork server, so each worker and replica starts without re-importing
