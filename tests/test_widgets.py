@@ -2,13 +2,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import pandas as pd  # noqa: E402
+
 from widgets import probe_panel  # noqa: E402
-from workbench.runtime.experiments import make_workload  # noqa: E402
+from workbench.config import PoolConfig  # noqa: E402
+
+CONFIG = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3"], episodes=1,
+              policy="expert", image_size=32)
+SEARCHED = pd.DataFrame([{"probe": 0, "workers": 1, "replicas": 1, "max_batch": 1,
+                          "steps_per_s": 30.0, "busy_cores": 1.0, "peak_mem_gib": 0.7,
+                          "status": "ok"}])
 
 
 def test_probe_panel_runs_probes_and_keeps_history():
-    workload = make_workload("MT10", ["reach-v3"], 1, "expert", image_size=32)
-    panel = probe_panel(workload, max_workers=2, max_replicas=1)
+    panel = probe_panel(CONFIG, max_workers=2, max_replicas=1)
     try:
         sliders, button = panel.children[0].children, panel.children[2].children[0]
         sliders[0].value = 1
@@ -16,8 +23,23 @@ def test_probe_panel_runs_probes_and_keeps_history():
         sliders[0].value = 2
         button.click()
         history = panel.session.history
-        assert list(history["workers"]) == [1, 2]
+        assert list(history["workers"]) == [1, 2] and list(history["source"]) == ["manual"] * 2
         assert (history["steps_per_s"] > 0).all() and (history["successes"] == 1).all()
         assert "steps/s" in panel.children[2].children[1].value
+    finally:
+        panel.session.close()
+
+
+def test_probe_panel_starts_from_a_search_and_plots_beside_its_probes():
+    panel = probe_panel(CONFIG, max_workers=2, max_replicas=1, history=SEARCHED,
+                        start=PoolConfig(2, 1, max_wait_ms=7.5))
+    try:
+        workers, replicas = panel.children[0].children
+        batch, wait = panel.children[1].children
+        assert (workers.value, replicas.value, batch.value, wait.value) == (2, 1, 2, 7.5)
+        panel.children[2].children[0].click()
+        history = panel.session.history
+        assert list(history["source"]) == ["search", "manual"]
+        assert history.iloc[1]["workers"] == 2 and history.iloc[1]["probe"] == 1
     finally:
         panel.session.close()

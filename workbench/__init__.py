@@ -6,6 +6,8 @@ simulator (names resolve on first use).
 >>> import workbench
 >>> workbench.plan_episodes("metaworld", "MT10", ["reach-v3"], 1)[0].episode_id
 'metaworld/MT10/reach-v3/0000'
+
+The road from a config to records is :func:`workbench.run`; see :mod:`workbench.runner`.
 """
 
 from __future__ import annotations
@@ -16,29 +18,35 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Capabilities": "workbench.policies.base",
-    "ContractError": "workbench.benchmarks.protocols",
-    "EpisodeContext": "workbench.policies.base",
-    "EpisodeResult": "workbench.records.store",
-    "EpisodeSpec": "workbench.plan",
+    "BenchmarkAdapter": "workbench.benchmarks",
+    "Capabilities": "workbench.contracts",
+    "ContractError": "workbench.contracts",
+    "EpisodeContext": "workbench.contracts",
+    "EpisodeObserver": "workbench.runtime.episode",
+    "EpisodeResult": "workbench.contracts",
+    "EpisodeSpec": "workbench.contracts",
+    "ErrorKind": "workbench.contracts",
     "EvalConfig": "workbench.config",
-    "LifecycleError": "workbench.policies.base",
-    "LoadContext": "workbench.policies.base",
-    "Policy": "workbench.policies.base",
-    "RecordStore": "workbench.records.store",
-    "evaluate": "workbench.evaluate",
-    "evaluate_sequential": "workbench.runtime.sequential",
-    "get_protocol": "workbench.benchmarks.protocols",
-    "load_eval_config": "workbench.config",
-    "load_results": "workbench.records.store",
+    "EvalRun": "workbench.runner",
+    "LifecycleError": "workbench.policies",
+    "LoadContext": "workbench.contracts",
+    "Policy": "workbench.policies",
+    "PoolConfig": "workbench.config",
+    "RecordStore": "workbench.records",
+    "get_protocol": "workbench.contracts",
+    "load_config": "workbench.config",
+    "load_results": "workbench.records",
     "make_benchmark": "workbench.benchmarks",
     "make_policy": "workbench.policies",
-    "plan_episodes": "workbench.plan",
-    "save_figure": "workbench.reports.figures",
-    "shard_episodes": "workbench.plan",
-    "summarize": "workbench.evaluate",
-    "validate_action": "workbench.benchmarks.protocols",
-    "validate_observation": "workbench.benchmarks.protocols",
+    "open_pool": "workbench.runner",
+    "plan_episodes": "workbench.contracts",
+    "run": "workbench.runner",
+    "run_episode": "workbench.runtime.episode",
+    "save_figure": "workbench.reports",
+    "shard_episodes": "workbench.contracts",
+    "summarize": "workbench.contracts",
+    "validate_action": "workbench.contracts",
+    "validate_observation": "workbench.contracts",
 }
 
 __all__ = sorted(_EXPORTS)

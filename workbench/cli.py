@@ -1,7 +1,8 @@
 """The ``workbench`` command line: ``eval``, ``results``, ``report`` and ``reproduce``.
 
-Errors in what the user gave (a bad config, a missing file) print one clear line to
-stderr and exit with status 2; they never print a traceback.
+Errors in what the user gave (a bad config, a missing file, a policy that does not fit
+the benchmark) print one clear line to stderr and exit with status 2; they never print
+a traceback. Headless rendering (``MUJOCO_GL=egl`` unless set) is chosen at start-up.
 """
 
 from __future__ import annotations
@@ -19,33 +20,35 @@ def _parse_set(items: Sequence[str]) -> dict:
     out = {}
     for item in items:
         if "=" not in item:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+            raise ValueError(f"--set expects KEY=VALUE (KEY may be pool.workers), got {item!r}")
         key, value = item.split("=", 1)
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--set {key}: not a YAML value: {value!r} ({exc})") from None
     return out
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from workbench.config import load_eval_config
-    from workbench.evaluate import evaluate, summarize
-
+    from workbench.config import load_config
+    from workbench.contracts.results import summarize
     from workbench.reports.run_report import write_report
+    from workbench.runner import run
 
-    config = load_eval_config(args.config, **_parse_set(args.set))
-    run = evaluate(config)
+    result = run(load_config(args.config, _parse_set(args.set)))
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summarize(run.results).to_string(index=False))
-    _, page = write_report(run.results, run.output_dir)
-    print(f"records: {run.records_path} (run {run.run_id}); report: {page}")
+        print(summarize(result.results).to_string(index=False))
+    _, page = write_report(result.results, result.output_dir)
+    print(f"records: {result.records_path} (run {result.run_id}); report: {page}")
     return 0
 
 
 def cmd_results(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from workbench.evaluate import summarize
+    from workbench.contracts.results import summarize
     from workbench.records.store import RecordStore, load_results
 
     if args.json:
@@ -75,7 +78,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     table = reproduce(quick=args.quick, notebooks=args.notebooks or None,
                       figures=args.figures, out=args.out)
-    print(table.to_string(index=False))
+    shown = table[["notebook", "status", "seconds", "figures"]]
+    print(shown.to_string(index=False, formatters={"seconds": "{:.1f}".format}))
+    print(f"figures and the numbers behind them: {Path(args.figures).resolve()}\n"
+          f"executed notebooks and their logs: {Path(args.out).resolve()}")
     return 0 if table["status"].eq("ok").all() else 1
 
 
@@ -107,12 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from workbench.contracts.rendering import use_headless_rendering
+
     args = build_parser().parse_args(argv)
+    use_headless_rendering()
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:  # ContractError is a ValueError
         print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"workbench {args.command}: interrupted; finished episodes are recorded, an "
+              "episode in flight will be recorded as interrupted on the next run",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

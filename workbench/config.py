@@ -1,52 +1,248 @@
-"""The evaluation config: one dataclass, validated on construction, loadable from YAML.
+"""The one evaluation config: validated once, loadable from YAML, a dict or papermill.
 
-YAML format (every key but ``benchmark``, ``suite`` and ``policy`` is optional)::
+YAML format (``benchmark``, ``suite`` and ``policy`` are required)::
 
-    benchmark: metaworld          # registry name
-    suite: MT1:pick-place-v3      # MT10, MT50 or MT1:<task>
+    benchmark: metaworld          # registered name or "package.module:Adapter"
+    benchmark_options: {}         # extra keyword arguments of the adapter
+    suite: MT1:pick-place-v3      # a suite of the benchmark
     tasks: [pick-place-v3]        # subset of the suite's tasks (default: all)
     episodes: 3                   # episodes per task (initial states 0..episodes-1)
-    policy: expert                # registry name
-    policy_options: {}            # keyword arguments for the policy
+    policy: expert                # registered name, "package.module:Policy" or a class
+    policy_options: {}            # keyword arguments of the policy
     seed: 0                       # seed of the benchmark's task set
     image_size: 224               # camera resolution
     output_dir: runs/example      # records.sqlite, videos/, rollouts/ go here
     run_id: null                  # default: derived from the config
-    video: "off"                  # "off", "all", or N (first N episodes)
-    device: cpu                   # where the policy runs
-    runtime: sequential           # sequential (official-like) or pool (workers + replicas)
-    workers: 2                    # pool: simulator worker processes
-    replicas: 1                   # pool: policy replica processes
-    max_batch: 8                  # pool: largest batch a replica serves
-    max_wait_ms: 5.0              # pool: longest a replica waits to fill a batch
-    search: false                 # pool: size workers and replicas by the concurrency search
+    video: "off"                  # "off", "all", or N (the plan's first N episodes)
+    device: cpu                   # where the policy runs: cpu, cuda, cuda:N
+    progress: true                # a progress bar with success so far
+    backend: sequential           # sequential, pool (workers + replicas) or ray
+    observe: null                 # every_step or chunk_boundary (null: the backend's own)
+    warm_up: false                # build every task's environment before the clock starts
     shards: 1                     # split the plan deterministically into this many shards
     shard: 0                      # and run this one
+    pool:                         # backend pool (and each Ray shard's pool)
+      workers: 2                  #   simulator worker processes
+      replicas: 1                 #   policy replica processes
+      max_batch: null             #   largest batch a replica serves (null: ceil(workers/replicas))
+      max_wait_ms: 5.0            #   longest a replica waits to fill a batch
+    search:                       # concurrency search (or `search: true`)
+      enabled: false
+      probe_episodes: 4           #   episodes per probe (at least two per worker)
+      ...                         #   see SearchConfig
+    ray:                          # backend ray
+      address: null               #   null: start Ray locally; "auto" or HOST:PORT: join a cluster
+      shards: 2                   #   Ray tasks the plan is split into
+
+Every wrong type, range or name raises ValueError naming the key, the value and what
+is allowed. Derived values (the batch size, the backend's observation schedule, the
+run id) are computed here and nowhere else.
 
 >>> cfg = EvalConfig(benchmark="metaworld", suite="MT10", policy="expert", episodes=2)
->>> cfg.episodes
-2
+>>> cfg.episodes, cfg.pool.batch, cfg.observe_every_step
+(2, 2, True)
+>>> EvalConfig.from_dict({"benchmark": "metaworld", "suite": "MT10", "policy": "expert",
+...                       "pool": {"workers": "two"}})
+Traceback (most recent call last):
+...
+ValueError: pool.workers must be an integer >= 1; got 'two' (str)
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
+from workbench.benchmarks import BenchmarkAdapter, benchmark_class, benchmark_factory
+from workbench.contracts.registry import Factory
+from workbench.policies import policy_factory
 
-@dataclass
+BACKENDS = ("sequential", "pool", "ray")
+OBSERVE = ("every_step", "chunk_boundary")
+
+
+# -- checks: each names the key, the value and what is allowed -------------------------
+def _got(value: Any) -> str:
+    return f"got {value!r} ({type(value).__name__})"
+
+
+def check_int(key: str, value: Any, minimum: int | None = None, maximum: int | None = None,
+              optional: bool = False) -> int | None:
+    """``value`` as an int in [minimum, maximum]; bools and floats are refused."""
+    if value is None and optional:
+        return None
+    bounds = "" if minimum is None else f" >= {minimum}"
+    bounds += "" if maximum is None else f" and <= {maximum}"
+    allowed = f"an integer{bounds}" + (" or null" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+    return value
+
+
+def check_float(key: str, value: Any, minimum: float | None = None,
+                maximum: float | None = None, optional: bool = False) -> float | None:
+    """``value`` as a float in [minimum, maximum] (ints accepted, bools refused)."""
+    if value is None and optional:
+        return None
+    bounds = "" if minimum is None else f" >= {minimum:g}"
+    bounds += "" if maximum is None else f" and <= {maximum:g}"
+    allowed = f"a number{bounds}" + (" or null" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+    return float(value)
+
+
+def check_bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false; {_got(value)}")
+    return value
+
+
+def check_choice(key: str, value: Any, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        raise ValueError(f"{key} must be one of {list(choices)}; {_got(value)}")
+    return value
+
+
+def check_str(key: str, value: Any, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    if not isinstance(value, str) or not value:
+        allowed = "a non-empty string" + (" or null" if optional else "")
+        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+    return value
+
+
+def check_mapping(key: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"{key} must be a mapping of names to values; {_got(value)}")
+    return dict(value)
+
+
+# -- sections ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PoolConfig:
+    """Simulator workers and policy replicas, and how replicas batch.
+
+    max_batch None derives the batch size: ``ceil(workers / replicas)``, the most
+    requests a replica's own workers can have waiting at once (:attr:`batch`). A
+    replica never serves more than its policy declares (``Capabilities.max_batch``).
+    """
+
+    workers: int = 2
+    replicas: int = 1
+    max_batch: int | None = None
+    max_wait_ms: float = 5.0
+
+    def __post_init__(self) -> None:
+        check_int("pool.workers", self.workers, 1)
+        check_int("pool.replicas", self.replicas, 1)
+        check_int("pool.max_batch", self.max_batch, 1, optional=True)
+        object.__setattr__(self, "max_wait_ms",
+                           check_float("pool.max_wait_ms", self.max_wait_ms, 0.0))
+
+    @property
+    def batch(self) -> int:
+        """The batch size replicas serve (``max_batch``, else derived; see the class).
+
+        >>> PoolConfig(4, 2).batch, PoolConfig(3, 2).batch, PoolConfig(4, 1, max_batch=2).batch
+        (2, 2, 2)
+        """
+        return self.max_batch or math.ceil(self.workers / self.replicas)
+
+    @property
+    def label(self) -> str:
+        """``"2w/1r b2"``: workers, replicas, batch size."""
+        return f"{self.workers}w/{self.replicas}r b{self.batch}"
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The concurrency search (see :mod:`workbench.runtime.search` for the rules).
+
+    max_workers / max_replicas: the largest pools the search may start (None:
+    ``min(2 * cores, 64)`` workers and ``min(cores, 8)`` replicas).
+    """
+
+    enabled: bool = False
+    probe_episodes: int = 4
+    probe_time_limit_s: float = 120.0
+    success_fraction: float = 0.9
+    min_gain: float = 0.03
+    memory_reserve_gib: float = 1.0
+    max_workers: int | None = None
+    max_replicas: int | None = None
+    worker_candidates: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+    def __post_init__(self) -> None:
+        check_bool("search.enabled", self.enabled)
+        check_int("search.probe_episodes", self.probe_episodes, 1)
+        for name, low, high in (("probe_time_limit_s", 0.0, None),
+                                ("success_fraction", 0.0, 1.0), ("min_gain", 0.0, None),
+                                ("memory_reserve_gib", 0.0, None)):
+            object.__setattr__(self, name, check_float(f"search.{name}", getattr(self, name),
+                                                       low, high))
+        check_int("search.max_workers", self.max_workers, 1, optional=True)
+        check_int("search.max_replicas", self.max_replicas, 1, optional=True)
+        if isinstance(self.worker_candidates, (str, bytes)) or not isinstance(
+                self.worker_candidates, Sequence) or not self.worker_candidates:
+            raise ValueError("search.worker_candidates must be a non-empty list of integers; "
+                             f"{_got(self.worker_candidates)}")
+        for k, w in enumerate(self.worker_candidates):
+            check_int(f"search.worker_candidates[{k}]", w, 1)
+        object.__setattr__(self, "worker_candidates", tuple(self.worker_candidates))
+
+    def pool_limits(self, cores: int) -> tuple[int, int]:
+        """(max workers, max replicas) the search may start on ``cores`` cores."""
+        return (self.max_workers or min(2 * cores, 64),
+                self.max_replicas or max(1, min(cores, 8)))
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """The Ray backend: where the cluster is and how many shards run as Ray tasks."""
+
+    address: str | None = None
+    shards: int = 2
+    cpus_per_shard: float | None = None
+
+    def __post_init__(self) -> None:
+        check_str("ray.address", self.address, optional=True)
+        check_int("ray.shards", self.shards, 1)
+        object.__setattr__(self, "cpus_per_shard", check_float(
+            "ray.cpus_per_shard", self.cpus_per_shard, 0.0, optional=True))
+
+
+SECTIONS: dict[str, type] = {"pool": PoolConfig, "search": SearchConfig, "ray": RayConfig}
+
+
+# -- the config --------------------------------------------------------------------------
+@dataclass(frozen=True)
 class EvalConfig:
-    benchmark: str
+    """One evaluation: what runs (benchmark, suite, tasks, episodes, policy), where
+    records go, and how it runs (backend and its sections). See the module docstring."""
+
+    benchmark: str | type[BenchmarkAdapter]
     suite: str
-    policy: str
-    tasks: list[str] | None = None
+    policy: str | Callable[..., Any]
+    tasks: tuple[str, ...] | None = None
     episodes: int = 1
-    policy_options: dict[str, Any] = field(default_factory=dict)
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
+    benchmark_options: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     image_size: int = 224
     output_dir: str = "runs/default"
@@ -54,73 +250,265 @@ class EvalConfig:
     video: str | int = "off"
     device: str = "cpu"
     progress: bool = True
-    runtime: str = "sequential"
-    workers: int = 2
-    replicas: int = 1
-    max_batch: int = 8
-    max_wait_ms: float = 5.0
-    search: bool = False
+    backend: str = "sequential"
+    observe: str | None = None
+    warm_up: bool = False
     shards: int = 1
     shard: int = 0
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
     def __post_init__(self) -> None:
-        from workbench.benchmarks import BENCHMARKS, SUITE_LISTERS, TASK_LISTERS
-        from workbench.policies import POLICIES
+        self._check_types()
+        self._check_names()
 
-        if self.benchmark not in BENCHMARKS:
-            raise ValueError(f"unknown benchmark {self.benchmark!r}; available: {sorted(BENCHMARKS)}")
-        suites = SUITE_LISTERS[self.benchmark]()
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _check_types(self) -> None:
+        check_int("episodes", self.episodes, 1)
+        check_int("seed", self.seed, 0)
+        check_int("image_size", self.image_size, 16)
+        check_int("shards", self.shards, 1)
+        check_int("shard", self.shard, 0, self.shards - 1)
+        self._set("output_dir", check_str("output_dir", self.output_dir))
+        check_str("run_id", self.run_id, optional=True)
+        check_str("suite", self.suite)
+        check_bool("progress", self.progress)
+        check_bool("warm_up", self.warm_up)
+        check_choice("backend", self.backend, BACKENDS)
+        if self.observe is not None:
+            check_choice("observe", self.observe, OBSERVE)
+        self._set("video", _check_video(self.video))
+        self._set("device", _check_device(self.device))
+        self._set("policy_options", check_mapping("policy_options", self.policy_options))
+        self._set("benchmark_options", check_mapping("benchmark_options",
+                                                     self.benchmark_options))
+        for name, section in SECTIONS.items():
+            value = getattr(self, name)
+            if name == "search" and isinstance(value, bool):
+                value = SearchConfig(enabled=value)
+            if isinstance(value, Mapping):
+                value = _section(section, name, value)
+            if not isinstance(value, section):
+                raise ValueError(f"{name} must be a mapping of {name} settings; {_got(value)}")
+            self._set(name, value)
+
+    def _check_names(self) -> None:
+        adapter = self.benchmark_class
+        suites = adapter.list_suites()
         if self.suite not in suites:
-            raise ValueError(f"unknown suite {self.suite!r} for {self.benchmark}; available: {suites}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; available: {sorted(POLICIES)}")
-        if not isinstance(self.episodes, int) or self.episodes < 1:
-            raise ValueError(f"episodes must be a positive integer, got {self.episodes!r}")
-        if not (self.video in ("off", "all") or (isinstance(self.video, int) and self.video >= 0)):
-            raise ValueError(f'video must be "off", "all" or a count, got {self.video!r}')
-        if self.runtime not in ("sequential", "pool"):
-            raise ValueError(f"unknown runtime {self.runtime!r}; available: ['pool', 'sequential']")
-        if self.workers < 1 or self.replicas < 1 or self.max_batch < 1 or self.max_wait_ms < 0:
-            raise ValueError("workers, replicas and max_batch must be >= 1, max_wait_ms >= 0")
-        if not 0 <= self.shard < self.shards:
-            raise ValueError(f"shard must be in [0, {self.shards}), got {self.shard}")
-        if self.image_size < 16:
-            raise ValueError(f"image_size must be >= 16, got {self.image_size}")
+            raise ValueError(f"suite {self.suite!r} is not a suite of {adapter.name}; "
+                             f"available: {_short(suites)}")
         if self.tasks is not None:
-            available = TASK_LISTERS[self.benchmark](self.suite)
-            unknown = [t for t in self.tasks if t not in available]
-            if unknown or not self.tasks:
-                raise ValueError(f"unknown tasks {unknown} for suite {self.suite!r}; "
-                                 f"available: {available}")
-            self.tasks = list(self.tasks)
+            self._set("tasks", _check_tasks(self.tasks, self.suite, adapter.suite_tasks(self.suite)))
+        self.policy_factory()  # an unknown policy or options that do not fit: refused now
+        self.adapter_factory().check("benchmark")
+
+    # -- derived values ------------------------------------------------------------------
+    @property
+    def benchmark_class(self) -> type[BenchmarkAdapter]:
+        try:
+            return benchmark_class(self.benchmark)
+        except ValueError as exc:
+            raise ValueError(f"benchmark: {exc}") from None
+
+    @property
+    def protocol_name(self) -> str:
+        return self.benchmark_class.protocol.name
+
+    def adapter_factory(self) -> Factory:
+        """A picklable factory of the benchmark's adapter for this config."""
+        return benchmark_factory(self.benchmark, suite=self.suite, seed=self.seed,
+                                 image_size=self.image_size, **self.benchmark_options)
+
+    def policy_factory(self) -> Factory:
+        """A picklable factory of the policy (given the benchmark's protocol if it asks)."""
+        try:
+            return policy_factory(self.policy, self.policy_options, self.protocol_name)
+        except ValueError as exc:
+            raise ValueError(f"policy: {exc}") from None
+
+    def task_names(self) -> list[str]:
+        """The tasks to run: ``tasks``, else every task of the suite."""
+        return list(self.tasks) if self.tasks else self.benchmark_class.suite_tasks(self.suite)
+
+    @property
+    def observe_every_step(self) -> bool:
+        """``observe``, else the backend's own schedule: the sequential backend is the
+        official-like reference (every step), the pools observe at chunk boundaries."""
+        return (self.observe or ("every_step" if self.backend == "sequential"
+                                 else "chunk_boundary")) == "every_step"
 
     def key(self) -> str:
         """A short hash of everything that decides the episodes' outcomes."""
-        speed_only = ("output_dir", "run_id", "video", "progress", "runtime", "workers",
-                      "replicas", "max_batch", "max_wait_ms", "search")
-        decisive = {k: v for k, v in asdict(self).items() if k not in speed_only}
+        speed_only = {"output_dir", "run_id", "video", "progress", "backend", "observe",
+                      "warm_up", "device", "pool", "search", "ray"}
+        decisive = {k: v for k, v in self.to_dict().items() if k not in speed_only}
         return hashlib.sha256(json.dumps(decisive, sort_keys=True, default=str).encode()
                               ).hexdigest()[:10]
 
     def resolved_run_id(self) -> str:
+        """``run_id``, else ``<policy>-<suite>-<key>``: the same config resumes the same run
+        whatever the backend."""
         suite = self.suite.replace(":", "_")
-        return self.run_id or f"{self.policy}-{suite}-{self.runtime}-{self.key()}"
+        return self.run_id or f"{self.policy_factory().label}-{suite}-{self.key()}"
+
+    # -- conversions ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready): a class or factory given as an object is named by its
+        module and qualified name."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in SECTIONS:
+            out[name] = asdict(out[name])
+        for name in ("benchmark", "policy"):
+            if not isinstance(out[name], str):
+                obj = out[name]
+                out[name] = f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', obj)}"
+        out["tasks"] = None if self.tasks is None else list(self.tasks)
+        out["policy_options"], out["benchmark_options"] = (dict(self.policy_options),
+                                                           dict(self.benchmark_options))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> "EvalConfig":
+        """Build from plain data, refusing unknown keys (at every level) and missing ones."""
+        data = check_mapping(source, data)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{source}: unknown key {unknown[0]!r}{_hint(unknown[0], known)}; "
+                             f"known: {sorted(known)}")
+        missing = sorted({"benchmark", "suite", "policy"} - set(data))
+        if missing:
+            raise ValueError(f"{source}: missing required keys {missing}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "EvalConfig":
+        """A copy with ``changes``; a section may be given as a mapping of its changes
+        (``config.replace(pool={"workers": 4})``) or as its dataclass."""
+        for name in SECTIONS:
+            if isinstance(changes.get(name), Mapping):
+                changes[name] = dataclasses.replace(getattr(self, name),
+                                                    **_known(name, SECTIONS[name], changes[name]))
+        return dataclasses.replace(self, **changes)
 
 
-def load_eval_config(path: str | Path, **overrides: Any) -> EvalConfig:
-    """Read a YAML eval config, refusing unknown keys with the list of known ones."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no config file at {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of keys to values, got {type(data).__name__}")
-    data.update(overrides)
-    known = {f.name for f in fields(EvalConfig)}
+def _section(section: type, name: str, data: Mapping[str, Any]) -> Any:
+    return section(**_known(name, section, check_mapping(name, data)))
+
+
+def _known(name: str, section: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    known = {f.name for f in fields(section)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown keys {unknown}; known: {sorted(known)}")
-    missing = sorted({"benchmark", "suite", "policy"} - set(data))
-    if missing:
-        raise ValueError(f"{path}: missing required keys {missing}")
-    return EvalConfig(**data)
+        raise ValueError(f"unknown key {name}.{unknown[0]}; known: {sorted(known)}")
+    return dict(data)
+
+
+def _hint(key: str, top_level: set[str]) -> str:
+    for name, section in SECTIONS.items():
+        if key in {f.name for f in fields(section)}:
+            return f" (did you mean {name}.{key}?)"
+    close = difflib.get_close_matches(key, top_level, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _short(names: Sequence[str], limit: int = 12) -> str:
+    shown = list(names)[:limit]
+    return f"{shown}" + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _check_video(value: Any) -> str | int:
+    if isinstance(value, bool):  # YAML reads a bare `off` as false
+        return "all" if value else "off"
+    if value in ("off", "all") or (isinstance(value, int) and value >= 0):
+        return value
+    raise ValueError(f'video must be "off", "all" or a count of episodes >= 0; {_got(value)}')
+
+
+def _check_device(value: Any) -> str:
+    device = check_str("device", value)
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise ValueError(f"device must be cpu, cuda or cuda:N; {_got(value)}")
+    return device
+
+
+def _check_tasks(tasks: Any, suite: str, available: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(tasks, str) or not isinstance(tasks, Sequence):
+        raise ValueError(f"tasks must be a list of task names of {suite} (or null for all); "
+                         f"{_got(tasks)}")
+    if not tasks:
+        raise ValueError(f"tasks is empty: name at least one task of {suite}, or leave tasks "
+                         f"out (null) for all of them; available: {_short(available)}")
+    unknown = [t for t in tasks if t not in available]
+    if unknown:
+        raise ValueError(f"tasks {unknown} are not tasks of suite {suite!r}; "
+                         f"available: {_short(available)}")
+    return tuple(tasks)
+
+
+def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+                ) -> EvalConfig:
+    """An :class:`EvalConfig` from a YAML file or a mapping, with ``overrides`` applied;
+    a dotted override key (``pool.workers``) sets one key of a section."""
+    if isinstance(source, Mapping):
+        data, where = dict(source), "config"
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"no config file at {path}")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {exc}") from None
+        where = str(path)
+        data = check_mapping(where, data)
+    for key, value in (overrides or {}).items():
+        head, _, rest = key.partition(".")
+        if rest:
+            section = data.get(head) or {}
+            data[head] = {**check_mapping(head, section), rest: value}
+        else:
+            data[key] = value
+    return EvalConfig.from_dict(data, where)
+
+
+def as_config(config: EvalConfig | Mapping[str, Any]) -> EvalConfig:
+    """``config`` itself, or one built from a mapping (papermill parameters, say)."""
+    return config if isinstance(config, EvalConfig) else load_config(config)
+
+
+@dataclass(frozen=True)
+class RankingConfig:
+    """Ranking policies by pairwise preferences over their rollouts (notebook 11).
+
+    comparisons_per_pair: judged comparisons per unordered policy pair; checkpoints:
+    nested comparison counts for convergence curves (None: ten even steps); n_boot:
+    bootstrap replicates; swap_pairs: rollout pairs judged in both A/B orders;
+    adaptive_budget: comparisons of uniform sampling (adaptive gets half and all).
+    """
+
+    comparisons_per_pair: int = 400
+    checkpoints: tuple[int, ...] | None = None
+    n_boot: int = 1000
+    swap_pairs: int = 200
+    adaptive_budget: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("ranking.comparisons_per_pair", self.comparisons_per_pair, 1)
+        check_int("ranking.n_boot", self.n_boot, 1)
+        check_int("ranking.swap_pairs", self.swap_pairs, 0)
+        check_int("ranking.adaptive_budget", self.adaptive_budget, 1)
+        check_int("ranking.seed", self.seed, 0)
+        if self.checkpoints is not None:
+            if isinstance(self.checkpoints, (str, bytes)) or not isinstance(
+                    self.checkpoints, Sequence) or not self.checkpoints:
+                raise ValueError("ranking.checkpoints must be a non-empty list of integers or "
+                                 f"null; {_got(self.checkpoints)}")
+            for k, c in enumerate(self.checkpoints):
+                check_int(f"ranking.checkpoints[{k}]", c, 1, self.comparisons_per_pair)
+            object.__setattr__(self, "checkpoints", tuple(self.checkpoints))

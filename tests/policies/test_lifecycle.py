@@ -1,20 +1,21 @@
 import numpy as np
 import pytest
 
-from workbench.policies import (Capabilities, EpisodeContext, LifecycleError, LoadContext,
-                                State, ZeroPolicy, make_policy)
+from workbench.contracts import Capabilities, EpisodeContext, LoadContext
+from workbench.policies import LifecycleError, State, make_policy
+from workbench.policies.zero import ZeroPolicy
 
 CTX = EpisodeContext("e0", "reach-v3", "reach", seed=1)
 
 
 def loaded():
-    p = ZeroPolicy()
+    p = ZeroPolicy("metaworld-v1")
     p.load(LoadContext("metaworld-v1"))
     return p
 
 
 def test_full_lifecycle_moves_through_every_state():
-    p = ZeroPolicy()
+    p = ZeroPolicy("metaworld-v1")
     assert p.state is State.CREATED
     p.load(LoadContext("metaworld-v1"))
     assert p.state is State.LOADED
@@ -35,7 +36,7 @@ def test_full_lifecycle_moves_through_every_state():
 ])
 def test_calls_before_load_name_the_state(call, state):
     with pytest.raises(LifecycleError, match=f"policy state is {state}"):
-        call(ZeroPolicy())
+        call(ZeroPolicy("metaworld-v1"))
 
 
 def test_act_without_reset_and_double_load_and_unload_with_active_episode():
@@ -76,14 +77,26 @@ def test_act_batch_serves_several_episodes_and_tracks_state():
 def test_capabilities_are_validated_and_registry_refuses_unknown_names():
     with pytest.raises(ValueError, match="chunk_size"):
         Capabilities("metaworld-v1", ("state",), chunk_size=0)
-    with pytest.raises(ValueError, match="unknown policy 'nope'; available: \\['expert'"):
+    with pytest.raises(ValueError, match="unknown policy 'nope'; registered: \\['expert'"):
         make_policy("nope")
-    with pytest.raises(ValueError, match="bad options for policy 'expert'"):
+    with pytest.raises(ValueError, match="policy options \\{'wings': 2\\} do not fit "
+                                         "ScriptedExpert"):
         make_policy("expert", wings=2)
 
 
+def test_a_policy_asking_for_a_protocol_gets_the_benchmarks_unless_given():
+    assert make_policy("zero", protocol="calvin-v1").capabilities.action_protocol == "calvin-v1"
+    assert make_policy("vision", protocol="libero-v1").action_dim == 7
+    assert make_policy("expert", protocol="libero-v1").capabilities.action_protocol == \
+        "metaworld-v1"  # the expert takes no protocol: it speaks MetaWorld's
+    with pytest.raises(ValueError, match="VisionPolicy needs protocol"):
+        make_policy("vision")
+    with pytest.raises(ValueError, match="trained for protocol 'metaworld-v1', not 'libero-v1'"):
+        make_policy("vision", weights="bc", protocol="libero-v1").capabilities
+
+
 def test_vision_policy_batches_natively_and_emits_valid_chunks():
-    p = make_policy("vision", chunk_size=4, threads=1)
+    p = make_policy("vision", protocol="metaworld-v1", chunk_size=4, threads=1)
     caps = p.load(LoadContext("metaworld-v1"))
     assert caps.native_batching and caps.chunk_size == 4
     obs = []

@@ -1,43 +1,30 @@
-import numpy as np
 import pytest
 
-from workbench.plan import plan_episodes
-from workbench.policies import make_policy
+import workbench
 from workbench.policies.scripted import GRADED_LADDER, ScriptedExpert
-from workbench.records import RecordStore
-from workbench.runtime.sequential import evaluate_sequential
 
 
-@pytest.fixture(scope="module")
-def mt10():
-    from workbench.benchmarks.metaworld import MetaWorldAdapter
-
-    adapter = MetaWorldAdapter("MT10", image_size=32)
-    yield adapter
-    adapter.close()
+def run(tasks, episodes, tmp_path, name, **options):
+    return workbench.run(dict(benchmark="metaworld", suite="MT10", tasks=tasks,
+                              episodes=episodes, policy="expert", policy_options=options,
+                              image_size=32, progress=False, output_dir=str(tmp_path),
+                              run_id=name)).results
 
 
-def run(adapter, policy, tasks, episodes, tmp_path, name):
-    plan = plan_episodes("metaworld", "MT10", tasks, episodes)
-    store = RecordStore(tmp_path / f"{name}.sqlite")
-    store.create_run("r", plan, {})
-    return evaluate_sequential(adapter, policy, plan, store, "r", progress=False)
-
-
-def test_graded_ladder_is_ordered_by_quality(mt10, tmp_path):
+def test_graded_ladder_is_ordered_by_quality(tmp_path):
     tasks = ["reach-v3", "push-v3", "drawer-open-v3", "window-close-v3"]
     scores = []
     for i, defects in enumerate(GRADED_LADDER):
-        df = run(mt10, ScriptedExpert(defects=defects), tasks, 3, tmp_path, f"p{i}")
+        df = run(tasks, 3, tmp_path, f"p{i}", defects=[list(d) for d in defects])
         scores.append((df["success"].mean(), -df["steps"].mean()))
     assert scores == sorted(scores, reverse=True), scores
 
 
-def test_graded_variants_are_seeded_and_reproducible(mt10, tmp_path):
-    a = run(mt10, make_policy("expert", defect="noise", level=0.6), ["push-v3"], 2, tmp_path, "a")
-    b = run(mt10, make_policy("expert", defect="noise", level=0.6), ["push-v3"], 2, tmp_path, "b")
+def test_graded_variants_are_seeded_and_reproducible(tmp_path):
+    a = run(["push-v3"], 2, tmp_path, "a", defect="noise", level=0.6)
+    b = run(["push-v3"], 2, tmp_path, "b", defect="noise", level=0.6)
     assert a["steps"].tolist() == b["steps"].tolist()
-    c = run(mt10, make_policy("expert"), ["push-v3"], 2, tmp_path, "c")
+    c = run(["push-v3"], 2, tmp_path, "c")
     assert a["steps"].tolist() != c["steps"].tolist()
 
 

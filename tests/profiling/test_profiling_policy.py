@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from workbench.policies import LoadContext, make_policy
+from workbench.contracts import LoadContext
+from workbench.policies import make_policy
 from workbench.profiling import (
     POLICY_STAGES,
     policy_stage_table,
@@ -21,7 +22,7 @@ REPEATS = 3
 
 @pytest.fixture(scope="module")
 def policy():
-    policy = make_policy("vision", chunk_size=8)
+    policy = make_policy("vision", protocol="metaworld-v1", chunk_size=8)
     policy.load(LoadContext("metaworld-v1", device="cpu"))
     return policy
 
@@ -68,4 +69,5 @@ def test_batches_and_paper_table(policy):
 
 def test_unloaded_policy_is_refused():
     with pytest.raises(ValueError, match="loaded"):
-        profile_policy_stages(make_policy("vision"), synthetic_observations(1, 16))
+        profile_policy_stages(make_policy("vision", protocol="metaworld-v1"),
+                              synthetic_observations(1, 16))

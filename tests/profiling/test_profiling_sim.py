@@ -6,12 +6,12 @@ import mujoco
 import numpy as np
 import pytest
 
-from workbench.benchmarks.metaworld import MetaWorldAdapter
-from workbench.plan import plan_episodes
-from workbench.policies import LoadContext, make_policy
+from workbench.benchmarks import make_benchmark
+from workbench.contracts import LoadContext, plan_episodes
+from workbench.policies import make_policy
 from workbench.profiling import (
     SIM_STAGES,
-    compare_render_schedules,
+    compare_observe_schedules,
     mujoco_timers,
     mujoco_timing,
     profile_sim_stages,
@@ -21,12 +21,11 @@ from workbench.profiling import (
 SHARE_TOLERANCE = 1e-9
 MAX_STEPS = 16
 CHUNK = 8
-FEATURES = ("images.primary", "state", "instruction", "privileged.state")
 
 
 @pytest.fixture(scope="module")
 def adapter():
-    adapter = MetaWorldAdapter("MT1:reach-v3", image_size=64)
+    adapter = make_benchmark("metaworld", suite="MT1:reach-v3", image_size=64)
     yield adapter
     adapter.close()
 
@@ -41,8 +40,7 @@ def policy():
 @pytest.fixture(scope="module")
 def schedules(adapter, policy):
     episodes = plan_episodes("metaworld", "MT1:reach-v3", ["reach-v3"], 1)
-    return compare_render_schedules(adapter, episodes, policy, render_every=(1, CHUNK),
-                                    features=FEATURES, max_steps=MAX_STEPS)
+    return compare_observe_schedules(adapter, episodes, policy, max_steps=MAX_STEPS)
 
 
 def test_timers_only_measure_durations_with_a_callback():
@@ -64,7 +62,7 @@ def test_timers_only_measure_durations_with_a_callback():
 
 
 def test_every_stage_is_present_with_shares_summing_to_one(schedules):
-    for every, rows in schedules.groupby("render_every"):
+    for _, rows in schedules.groupby("observe"):
         assert rows["stage"].tolist() == list(SIM_STAGES)
         assert math.isclose(rows["share"].sum(), 1.0, abs_tol=SHARE_TOLERANCE)
         assert (rows["total_s"] >= 0).all() and (rows["steps"] == MAX_STEPS).all()
@@ -76,7 +74,7 @@ def test_every_stage_is_present_with_shares_summing_to_one(schedules):
 
 
 def test_metaworld_step_counts_match_its_frame_skip(schedules, adapter):
-    rows = schedules[schedules["render_every"] == 1].set_index("stage")
+    rows = schedules[schedules["observe"] == "every_step"].set_index("stage")
     frame_skip = adapter._env.frame_skip
     # mj_step's integrator runs frame_skip times per env step; mj_forward once more
     assert rows.loc["Physics integration", "calls_per_step"] == frame_skip
@@ -84,12 +82,12 @@ def test_metaworld_step_counts_match_its_frame_skip(schedules, adapter):
 
 
 def test_rendering_at_chunk_boundaries_renders_a_chunk_fewer_frames(schedules):
-    renders = schedules[schedules["stage"] == "Rendering"].set_index("render_every")["calls"]
-    assert renders[1] == MAX_STEPS
-    assert renders[CHUNK] == MAX_STEPS // CHUNK
+    renders = schedules[schedules["stage"] == "Rendering"].set_index("observe")["calls"]
+    assert renders["every_step"] == MAX_STEPS
+    assert renders["chunk_boundary"] == MAX_STEPS // CHUNK
     table = sim_stage_table(schedules)
-    assert table.loc["Rendering", f"render_every={CHUNK}"] < table.loc["Rendering",
-                                                                       "render_every=1"]
+    assert table.loc["Rendering", "observe=chunk_boundary"] < table.loc["Rendering",
+                                                                        "observe=every_step"]
     assert np.isclose(table.loc["Simulator total"].sum(), schedules["total_s"].sum())
 
 
@@ -106,5 +104,12 @@ def test_bad_settings_are_refused(adapter, policy):
     with pytest.raises(ValueError, match="at least one episode"):
         profile_sim_stages(adapter, [], policy)
     episodes = plan_episodes("metaworld", "MT1:reach-v3", ["reach-v3"], 1)
-    with pytest.raises(ValueError, match="render_every"):
-        profile_sim_stages(adapter, episodes, policy, render_every=-1)
+    with pytest.raises(ValueError, match="observe must be one of"):
+        profile_sim_stages(adapter, episodes, policy, observe="sometimes")
+
+
+def test_the_profiler_watches_the_runtimes_step_loop_and_excludes_policy_time(adapter, policy):
+    episodes = plan_episodes("metaworld", "MT1:reach-v3", ["reach-v3"], 1)
+    df = profile_sim_stages(adapter, episodes, policy, max_steps=MAX_STEPS)
+    assert df.attrs["policy_s"] > 0  # the vision network ran, and is not in any stage
+    assert df["steps"].iloc[0] == MAX_STEPS

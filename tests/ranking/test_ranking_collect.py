@@ -8,7 +8,8 @@ from workbench.ranking.bradley_terry import ConvergenceWarning
 from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.judges.base import Preference
 from workbench.ranking.judges.offline import OfflineJudge
-from workbench.ranking.rollout import save_rollout, synthetic_rollout
+from workbench.ranking.synthetic import synthetic_rollout
+from workbench.records.rollout import save_rollout
 from workbench.ranking.sampling import convergence_curve, sample_comparisons, wins_from_preferences
 
 KIND_OF_POLICY = {"steady": "smooth", "shaky": "jerky", "fidgety": "chattering"}

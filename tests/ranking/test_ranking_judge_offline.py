@@ -6,7 +6,8 @@ import pytest
 from workbench.ranking.judges.base import Judge, RolloutRef
 from workbench.ranking.judges.offline import HEURISTIC_LABEL, OfflineJudge, assess
 from workbench.ranking.judges.prompts import SECTION_TITLES
-from workbench.ranking.rollout import Rollout, load_rollout, save_rollout, synthetic_rollout
+from workbench.ranking.synthetic import synthetic_rollout
+from workbench.records.rollout import Rollout, load_rollout, save_rollout
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,8 @@ def test_video_entry_in_npz_wins(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     ({"state": np.zeros((5, 4), np.float32)}, "state: expected shape"),
-    ({"actions": np.zeros((60, 3), np.float32)}, "actions: expected shape"),
+    ({"actions": np.zeros(60, np.float32)}, "actions and state must be 2-D"),
+    ({"success": np.zeros(59, bool)}, "success: expected shape"),
     ({"success": np.zeros(60, np.int64)}, "success must be bool"),
     ({"reward": np.full(60, np.nan, np.float32)}, "NaN"),
 ])
@@ -50,6 +52,13 @@ def test_malformed_files_rejected(tmp_path, change, message):
     np.savez(tmp_path / "bad.npz", **{**arrays, **change})
     with pytest.raises(ValueError, match=message):
         load_rollout(tmp_path / "bad.npz")
+
+
+def test_the_judge_needs_end_effector_and_gripper_columns():
+    ro = synthetic_rollout("smooth", seed=1)
+    narrow = Rollout(ro.actions, ro.state[:, :2], ro.success, ro.reward)
+    with pytest.raises(ValueError, match=r"\(4 state columns\); this rollout has 2"):
+        assess(narrow)
 
 
 def test_missing_arrays_named(tmp_path):

@@ -15,15 +15,15 @@ def papers():
     return pdata.find_papers_dir()
 
 
-def test_find_papers_dir_from_repo_root_and_notebooks(papers, monkeypatch):
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for cwd in (repo, os.path.join(repo, "tests")):
-        monkeypatch.chdir(cwd)
-        assert pdata.find_papers_dir("no/such/dir") == papers
-    with pytest.raises(FileNotFoundError, match="r2s_eval_real_sim_success.csv"):
-        monkeypatch.chdir("/")
-        monkeypatch.setattr(pdata, "__file__", "/nowhere/a/b/c.py")
-        pdata.find_papers_dir("nope")
+def test_the_published_csvs_ship_with_the_package(papers, tmp_path):
+    assert papers == pdata.PACKAGED and (papers / pdata.SUCCESS_CSV).is_file()
+    for name in os.listdir(papers):
+        if name.endswith(".csv"):
+            assert pd.read_csv(papers / name).shape[0] > 0
+    assert pdata.find_papers_dir(str(papers)) == papers
+    with pytest.raises(FileNotFoundError, match="no r2s_eval_real_sim_success.csv in .*; leave "
+                                                "papers_dir empty"):
+        pdata.find_papers_dir(tmp_path)
 
 
 def test_real_sim_consistency_reproduces_section_iv_a(papers):

@@ -3,8 +3,8 @@ import sqlite3
 
 import pytest
 
-from workbench.plan import plan_episodes, shard_episodes
-from workbench.records import EpisodeResult, RecordStore, load_results
+from workbench.contracts import EpisodeResult, ErrorKind, plan_episodes, shard_episodes
+from workbench.records import RecordStore, load_results
 
 PLAN = plan_episodes("metaworld", "MT10", ["push-v3", "reach-v3"], 3)
 
@@ -49,9 +49,32 @@ def test_recover_marks_crashed_claims_as_infrastructure_errors(tmp_path):
     assert PLAN[1].episode_id not in again.pending("run")
 
 
-def test_error_kinds_are_checked():
+def test_error_kinds_are_checked_and_stored_as_their_names(tmp_path):
     with pytest.raises(ValueError, match="error_kind"):
         EpisodeResult(False, None, 0, 0.0, "oops")
+    s = store(tmp_path)
+    s.claim("run", PLAN[0].episode_id, "w0")
+    s.finish("run", PLAN[0].episode_id, EpisodeResult(False, None, 3, 0.1, ErrorKind.POLICY, "x",
+                                                      policy_calls=3, observations=3))
+    row = s.results("run").set_index("episode_id").loc[PLAN[0].episode_id]
+    assert row["error_kind"] == "policy" and row["policy_calls"] == 3
+
+
+def test_a_records_file_from_before_the_usage_columns_gains_them(tmp_path):
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""CREATE TABLE episodes (run_id TEXT, episode_id TEXT, benchmark TEXT,
+        suite TEXT, task TEXT, episode_index INTEGER, init_state_id INTEGER, seed INTEGER,
+        policy TEXT, diagnostic INTEGER, status TEXT DEFAULT 'planned', worker TEXT, claimed_at REAL,
+        finished_at REAL, success INTEGER, terminal_step INTEGER, steps INTEGER, wall_s REAL,
+        error_kind TEXT, error_message TEXT, video_path TEXT, rollout_path TEXT,
+        PRIMARY KEY (run_id, episode_id));""")
+    old.close()
+    s = RecordStore(path)
+    s.create_run("run", PLAN, {})
+    s.claim("run", PLAN[0].episode_id, "w0")
+    s.finish("run", PLAN[0].episode_id, EpisodeResult(True, 4, 4, 0.1, policy_calls=1))
+    assert s.results("run")["policy_calls"].max() == 1
 
 
 def _claim_all(path, worker, queue):

@@ -1,144 +1,166 @@
+"""The pool backend through the runner: outcomes, batching, pixels, and failures."""
+
+import functools
 import os
 import signal
 import threading
 
-import pandas as pd
 import pytest
 
+import workbench
 from helper_policies import DiesAtStep, HashRecorder, RaisesAtStep
-from workbench.plan import plan_episodes, shard_episodes
-from workbench.policies import ZeroPolicy, make_policy
-from workbench.records import RecordStore
-from workbench.runtime.parallel import adapter_factory, evaluate_parallel, policy_factory
-from workbench.runtime.pool import EvalPool, PoolConfig
-from workbench.runtime.sequential import evaluate_sequential
+from workbench.config import PoolConfig
 
 TASKS = ["reach-v3", "push-v3", "drawer-open-v3", "button-press-topdown-v3"]
-PLAN = plan_episodes("metaworld", "MT10", TASKS, 2)
-MT10 = adapter_factory("metaworld", suite="MT10", image_size=48)
+COMMON = dict(benchmark="metaworld", suite="MT10", tasks=TASKS, episodes=2, image_size=48,
+              progress=False)
+GRADED = dict(COMMON, policy="expert", policy_options={"defect": "noise", "level": 0.3})
+BATCHING = dict(COMMON, policy="wb_plugin.policies:ResidualExpert")
+# (workers, replicas, max batch): one to four workers, one or two replicas, batches of 1 to 8
+CONFIGS = [(1, 1, 1), (2, 1, 2), (4, 2, 2), (4, 1, 4), (8, 1, 8)]
 
 
 def outcomes(df):
-    return {r.episode_id: (bool(r.success), r.terminal_step, int(r.steps)) for r in df.itertuples()}
+    return {r.episode_id: (bool(r.success), None if r.terminal_step != r.terminal_step
+                           else int(r.terminal_step), int(r.steps)) for r in df.itertuples()}
 
 
-def fresh(tmp_path, name, plan=PLAN):
-    store = RecordStore(tmp_path / f"{name}.sqlite")
-    store.create_run("r", plan, {})
-    return store
+def pool_config(workers, replicas, batch, wait_ms=20.0):
+    return PoolConfig(workers, replicas, max_batch=batch, max_wait_ms=wait_ms)
 
 
-@pytest.fixture(scope="module")
-def sequential_graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("seq")
-    adapter = MT10()
-    df = evaluate_sequential(adapter, make_policy("expert", defect="noise", level=0.3), PLAN,
-                             fresh(tmp, "seq"), "r", progress=False)
-    adapter.close()
-    return outcomes(df)
+@pytest.fixture(scope="module", params=["graded", "batching"])
+def workload(request, tmp_path_factory):
+    """A workload and its sequential outcomes (the reference)."""
+    config = GRADED if request.param == "graded" else BATCHING
+    out = tmp_path_factory.mktemp(request.param)
+    reference = workbench.run(dict(config, output_dir=str(out), run_id="sequential"))
+    return request.param, config, out, outcomes(reference.results)
 
 
-def test_outcomes_identical_across_workers_replicas_batching_and_shards(tmp_path,
-                                                                       sequential_graded):
-    factory = policy_factory("expert", defect="noise", level=0.3)
-    with EvalPool(MT10, factory, max_workers=4, max_replicas=2) as pool:
-        configs = [PoolConfig(1, 1, max_batch=1), PoolConfig(2, 1, max_batch=2, max_wait_ms=2),
-                   PoolConfig(4, 2, max_batch=4, max_wait_ms=20), PoolConfig(4, 1, max_batch=3)]
-        for i, config in enumerate(configs):
-            pool.configure(config)
-            store = fresh(tmp_path, f"c{i}")
-            report = pool.run(PLAN, store, "r")
-            assert report.complete and not report.failures
-            assert outcomes(store.results("r")) == sequential_graded, config
-        pool.configure(PoolConfig(2, 2, max_batch=2))
+def test_outcomes_identical_across_workers_replicas_batching_and_shards(workload):
+    name, config, out, reference = workload
+    batches = {}
+    base = dict(config, backend="pool", output_dir=str(out))
+    with workbench.open_pool(base, max_workers=8, max_replicas=2) as pool:
+        for workers, replicas, batch in CONFIGS:
+            result = workbench.run(dict(base, run_id=f"pool-{workers}-{replicas}-{batch}",
+                                        pool=pool_config(workers, replicas, batch)), pool=pool)
+            assert result.report.complete and not result.report.failures
+            assert outcomes(result.results) == reference, (workers, replicas, batch)
+            batches[(workers, replicas, batch)] = result.report.batch_sizes()
         sharded = {}
         for k in range(3):
-            shard = shard_episodes(PLAN, 3, k)
-            store = fresh(tmp_path, f"s{k}", shard)
-            pool.run(shard, store, "r")
-            sharded.update(outcomes(store.results("r")))
-        assert sharded == sequential_graded
+            result = workbench.run(dict(base, run_id=f"shard-{k}", shards=3, shard=k,
+                                        pool=pool_config(2, 2, 2)), pool=pool)
+            sharded.update(outcomes(result.results))
+        assert sharded == reference
+    for (workers, replicas, batch), sizes in batches.items():
+        assert max(sizes) <= batch
+    if name == "batching":  # the policy batches natively: real batches formed, up to 8
+        print(f"batch sizes served per configuration: {batches}")
+        assert max(batches[(8, 1, 8)]) == 8 and max(batches[(4, 1, 4)]) == 4
+        assert sum(n for size, n in batches[(2, 1, 2)].items() if size == 2) > 0
+    else:  # the scripted expert declares max_batch 1: the replica never batches it
+        assert all(set(sizes) == {1} for sizes in batches.values())
+
+
+def test_one_poisoned_episode_fails_alone_inside_real_batches(tmp_path):
+    config = dict(BATCHING, output_dir=str(tmp_path))
+    clean = outcomes(workbench.run(dict(config, run_id="clean")).results)
+    victim = "metaworld/MT10/push-v3/0001"
+    poisoned = workbench.run(dict(config, backend="pool", run_id="poisoned",
+                                  policy_options={"poison": [victim, 10]},
+                                  pool=pool_config(4, 1, 4)))
+    df = poisoned.results.set_index("episode_id")
+    assert df.loc[victim, "error_kind"] == "policy" and df.loc[victim, "steps"] == 10
+    assert "poisoned observation" in df.loc[victim, "error_message"]
+    others = poisoned.results[poisoned.results["episode_id"] != victim]
+    assert others["error_kind"].isna().all()
+    assert outcomes(others) == {k: v for k, v in clean.items() if k != victim}
+    assert max(poisoned.report.batch_sizes()) > 1  # the victim shared batches with others
 
 
 def test_observations_read_at_chunk_boundaries_are_pixel_identical(tmp_path):
-    plan = plan_episodes("metaworld", "MT10", ["push-v3", "drawer-open-v3"], 1)
     seq_log, pool_log = tmp_path / "seq.log", tmp_path / "pool.log"
-    adapter = MT10()
-    seq = evaluate_sequential(adapter, HashRecorder(str(seq_log)), plan,
-                              fresh(tmp_path, "a", plan), "r", progress=False)
-    adapter.close()
-    df, report = evaluate_parallel(MT10, lambda_free_factory(pool_log), plan,
-                                   fresh(tmp_path, "b", plan), "r",
-                                   PoolConfig(2, 1, max_batch=2), progress=False)
-    assert outcomes(df) == outcomes(seq)
+    common = dict(COMMON, tasks=["push-v3", "drawer-open-v3"], episodes=1,
+                  output_dir=str(tmp_path))
+    seq = workbench.run(dict(common, policy=functools.partial(HashRecorder, str(seq_log)),
+                             run_id="seq"))
+    pool = workbench.run(dict(common, policy=functools.partial(HashRecorder, str(pool_log)),
+                              backend="pool", run_id="pool", pool=pool_config(2, 1, 2)))
+    assert outcomes(pool.results) == outcomes(seq.results)
     seq_lines = sorted(seq_log.read_text().splitlines())
     assert seq_lines == sorted(pool_log.read_text().splitlines())
-    steps = sum(int(r["steps"]) for r in report.rows)
-    rendered = sum(r["observed_steps"] for r in report.rows)
-    assert rendered == len(seq_lines) and rendered <= steps / 4 + len(plan)
-
-
-def lambda_free_factory(path):
-    import functools
-
-    return functools.partial(HashRecorder, str(path))
+    steps = pool.report.steps
+    rendered = sum(r["observations"] for r in pool.report.rows)
+    assert rendered == len(seq_lines) and rendered <= steps / 4 + 2
+    assert sum(seq.results["observations"]) == seq.report.steps  # sequential: every step
 
 
 def test_killed_worker_is_an_infrastructure_error_and_the_rest_complete(tmp_path):
-    plan = plan_episodes("metaworld", "MT10", TASKS, 2)  # zero policy: 500 steps each
-    store = fresh(tmp_path, "k", plan)
-    with EvalPool(MT10, ZeroPolicy, max_workers=2, max_replicas=1) as pool:
-        pool.configure(PoolConfig(2, 1, max_batch=2))
+    config = dict(COMMON, policy="zero", output_dir=str(tmp_path), backend="pool",
+                  pool=pool_config(2, 1, 2))  # zero policy: 500 steps each
+    with workbench.open_pool(config) as pool:
         victim = pool.workers[0].process.pid
         timer = threading.Timer(2.0, os.kill, (victim, signal.SIGKILL))
         timer.start()
-        report = pool.run(plan, store, "r")
+        result = workbench.run(config, pool=pool)
         timer.join()
-    df = store.results("r")
+    df = result.results
     infra = df[df["error_kind"] == "infrastructure"]
     assert len(infra) == 1 and "worker 0 died (exit code -9)" in infra.iloc[0]["error_message"]
     assert infra.iloc[0]["worker"] == "worker-0"
     done = df[df["error_kind"].isna()]
-    assert len(done) == len(plan) - 1 and (done["steps"] == 500).all()
+    assert len(done) == len(df) - 1 and (done["steps"] == 500).all()
     assert set(df["status"]) == {"finished"}
-    assert any("worker 0 died" in f for f in report.failures)
+    assert any("worker 0 died" in f for f in result.report.failures)
+    summary = workbench.summarize(df).set_index("task")
+    assert summary.loc["ALL", "infra_errors"] == 1  # left out of the success rate
 
 
-def test_replica_exception_is_reported_with_traceback_and_does_not_hang(tmp_path):
-    plan = plan_episodes("metaworld", "MT10", ["reach-v3"], 3)
-    df, _ = evaluate_parallel(MT10, RaisesAtStep, plan, fresh(tmp_path, "x", plan), "r",
-                              PoolConfig(2, 1, max_batch=2), progress=False)
-    bad = df.set_index("episode_id").loc[plan[1].episode_id]
+def test_replica_exception_is_a_policy_error_with_its_traceback(tmp_path):
+    result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3, policy=RaisesAtStep,
+                                output_dir=str(tmp_path), backend="pool",
+                                pool=pool_config(2, 1, 2)))
+    df = result.results.set_index("episode_id")
+    bad = df.loc["metaworld/MT10/reach-v3/0001"]
     assert bad["error_kind"] == "policy" and bad["steps"] == 5
     assert "FloatingPointError: the policy's own bug" in bad["error_message"]
     assert "raise_deep_in_the_policy" in bad["error_message"]  # the replica's traceback
-    others = df[df["episode_id"] != plan[1].episode_id]
+    others = df.drop(index="metaworld/MT10/reach-v3/0001")
     assert others["error_kind"].isna().all() and (others["steps"] == 500).all()
 
 
 def test_dead_replica_fails_its_episodes_as_infrastructure_and_run_finishes(tmp_path):
-    plan = plan_episodes("metaworld", "MT10", ["reach-v3"], 3)
-    df, report = evaluate_parallel(MT10, DiesAtStep, plan, fresh(tmp_path, "d", plan), "r",
-                                   PoolConfig(1, 1), progress=False)
+    result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3, policy=DiesAtStep,
+                                output_dir=str(tmp_path), backend="pool",
+                                pool=pool_config(1, 1, 1)))
+    df = result.results
     assert set(df["status"]) == {"finished"}
     assert (df["error_kind"] == "infrastructure").all()
     assert df["error_message"].str.contains("replica 0 died").any()
 
 
+def test_frames_larger_than_the_transport_are_an_infrastructure_error_of_one_episode(tmp_path):
+    result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3,
+                                benchmark="wb_plugin.benchmarks:FaultyMetaWorld",
+                                benchmark_options={"oversize": ["reach-v3", 1, 8]},
+                                policy="expert-vision-cost", policy_options={"chunk_size": 4},
+                                output_dir=str(tmp_path), backend="pool",
+                                pool=pool_config(2, 1, 2)))
+    df = result.results.set_index("episode_id")
+    bad = df.loc["metaworld/MT10/reach-v3/0001"]
+    assert bad["error_kind"] == "infrastructure" and bad["steps"] == 8
+    assert "slot holds" in bad["error_message"]
+    assert df.drop(index=bad.name)["error_kind"].isna().all()
+    assert df.drop(index=bad.name)["success"].all()
+
+
 def test_incompatible_policy_is_refused_before_any_process_starts(tmp_path):
-    from workbench.benchmarks import ContractError
+    from workbench.contracts import ContractError
 
     with pytest.raises(ContractError, match="privileged=True"):
-        evaluate_parallel(MT10, lambda_free_vision_reading_privileged, PLAN,
-                          fresh(tmp_path, "z"), "r", PoolConfig(1, 1), progress=False)
-
-
-def lambda_free_vision_reading_privileged():
-    from workbench.policies.base import Capabilities
-
-    class Sneaky(ZeroPolicy):
-        @property
-        def capabilities(self):
-            return Capabilities("metaworld-v1", ("privileged.state",))
-
-    return Sneaky()
+        workbench.run(dict(COMMON, policy="helper_policies:Sneaky", output_dir=str(tmp_path),
+                           backend="pool"))
+    assert not (tmp_path / "records.sqlite").exists()  # nothing was planned or claimed

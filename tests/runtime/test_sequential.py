@@ -1,75 +1,15 @@
-import json
-import subprocess
-import sys
+"""The sequential backend through the runner, and who is blamed when an episode fails."""
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from workbench.benchmarks import ContractError
-from workbench.plan import plan_episodes
-from workbench.policies import Capabilities, Policy
-from workbench.records import RecordStore
-from workbench.runtime.sequential import evaluate_sequential
+import workbench
+from workbench.contracts import Capabilities, ContractError
+from workbench.policies import Policy
 
-
-def cli(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(proc.stderr)
-    return proc
-
-
-def write_config(path, **overrides):
-    cfg = {"benchmark": "metaworld", "suite": "MT1:pick-place-v3", "policy": "expert",
-           "episodes": 3, "output_dir": str(path.parent / path.stem), "progress": False}
-    cfg.update(overrides)
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def episodes_json(db):
-    return [json.loads(line) for line in cli("results", db, "--json").stdout.splitlines()]
-
-
-def test_expert_solves_pick_place_three_of_three_and_is_reproducible(tmp_path):
-    outcomes = []
-    for name in ("a", "b"):
-        proc = cli("eval", write_config(tmp_path / f"{name}.yaml"))
-        assert "ALL" in proc.stdout
-        rows = episodes_json(tmp_path / name / "records.sqlite")
-        assert [r["success"] for r in rows] == [True, True, True]
-        assert all(r["error"] is None and r["diagnostic"] for r in rows)
-        assert {"task", "episode", "success", "terminal_step", "steps", "error"} <= set(rows[0])
-        outcomes.append([(r["episode"], r["success"], r["terminal_step"]) for r in rows])
-        report = json.loads((tmp_path / name / "report.json").read_text())
-        assert report["diagnostic"] and report["summary"][-1]["successes"] == 3
-        assert "Diagnostic run" in (tmp_path / name / "report.html").read_text()
-    assert outcomes[0] == outcomes[1]
-
-
-@pytest.mark.parametrize("override, message", [
-    ({"benchmark": "libero9"}, "unknown benchmark 'libero9'; available: \\['metaworld'\\]"),
-    ({"suite": "MT7"}, "unknown suite 'MT7' for metaworld; available: \\['MT10'"),
-    ({"suite": "MT10", "tasks": ["fly-v3"]}, "unknown tasks \\['fly-v3'\\].*available: \\['reach-v3'"),
-    ({"policy": "oracle"}, "unknown policy 'oracle'; available"),
-    ({"episodes": 0}, "episodes must be a positive integer"),
-    ({"colour": "red"}, "unknown keys \\['colour'\\]; known"),
-])
-def test_bad_configs_get_clear_errors(tmp_path, override, message):
-    proc = cli("eval", write_config(tmp_path / "c.yaml", **override), check=False)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    import re
-    assert re.search(message, proc.stderr), proc.stderr
-
-
-def test_missing_files_get_clear_errors(tmp_path):
-    for args in (("eval", tmp_path / "none.yaml"), ("results", tmp_path / "none.sqlite", "--json")):
-        proc = cli(*args, check=False)
-        assert proc.returncode == 2 and "no " in proc.stderr and "Traceback" not in proc.stderr
+PICK = dict(benchmark="metaworld", suite="MT1:pick-place-v3", episodes=2, image_size=64,
+            progress=False)
 
 
 class WantsDepth(Policy):
@@ -81,7 +21,7 @@ class WantsDepth(Policy):
 
 
 class BadAtStep(Policy):
-    """Expert-free policy that emits an out-of-bounds action at step ``bad_step`` of episode 0."""
+    """Emits an out-of-bounds action at step 10 of episode 0."""
 
     name = "bad-at-step"
 
@@ -98,36 +38,76 @@ class BadAtStep(Policy):
         return np.zeros(4, np.float32)
 
 
-def test_policy_reading_missing_features_is_refused_before_any_episode(tmp_path, pick_place):
-    plan = plan_episodes("metaworld", "MT1:pick-place-v3", ["pick-place-v3"], 2)
-    store = RecordStore(tmp_path / "r.sqlite")
-    store.create_run("run", plan, {})
+def test_policy_reading_missing_features_is_refused_before_any_episode(tmp_path):
     with pytest.raises(ContractError, match="reads features \\['images.depth'\\]"):
-        evaluate_sequential(pick_place, WantsDepth(), plan, store, "run", progress=False)
-    assert len(store.pending("run")) == 2  # nothing was claimed or run
+        workbench.run(dict(PICK, policy=WantsDepth, output_dir=str(tmp_path)))
+    assert not (tmp_path / "records.sqlite").exists()  # nothing was planned or claimed
 
 
-def test_bad_action_mid_episode_is_recorded_and_the_run_goes_on(tmp_path, pick_place):
-    plan = plan_episodes("metaworld", "MT1:pick-place-v3", ["pick-place-v3"], 2)
-    store = RecordStore(tmp_path / "r.sqlite")
-    store.create_run("run", plan, {})
-    df = evaluate_sequential(pick_place, BadAtStep(), plan, store, "run", progress=False)
+def test_bad_action_mid_episode_is_a_policy_error_and_the_run_goes_on(tmp_path):
+    df = workbench.run(dict(PICK, policy=BadAtStep, output_dir=str(tmp_path))).results
     first, second = df.iloc[0], df.iloc[1]
     assert first["error_kind"] == "policy" and first["steps"] == 10
     assert "metaworld-v1: action: component 2 = 7 outside [-1, 1]" in first["error_message"]
     assert pd.isna(second["error_kind"]) and second["steps"] == 500 and not second["success"]
     assert set(df["status"]) == {"finished"}
+    summary = workbench.summarize(df).set_index("task").loc["ALL"]
+    assert summary["policy_errors"] == 1 and summary["success_rate"] == 0.0  # it counts
+
+
+@pytest.mark.parametrize("backend", ["sequential", "pool"])
+def test_a_render_failure_is_an_infrastructure_error_of_its_episode_only(tmp_path, backend):
+    result = workbench.run(dict(PICK, benchmark="wb_plugin.benchmarks:FaultyMetaWorld",
+                                benchmark_options={"fail_render": ["pick-place-v3", 1, 4]},
+                                suite="MT1:pick-place-v3", episodes=3, image_size=32,
+                                policy="expert-vision-cost", policy_options={"chunk_size": 4},
+                                backend=backend, output_dir=str(tmp_path)))
+    df = result.results.set_index("episode_id")
+    bad = df.loc["metaworld/MT1:pick-place-v3/pick-place-v3/0001"]
+    assert bad["error_kind"] == "infrastructure" and bad["steps"] == 4
+    assert "observation: RuntimeError: EGL: the rendering context was lost" in bad["error_message"]
+    others = df.drop(index=bad.name)
+    assert others["error_kind"].isna().all() and others["success"].all()
+    summary = workbench.summarize(result.results).set_index("task").loc["ALL"]
+    assert summary["infra_errors"] == 1 and summary["success_rate"] == 1.0  # left out
 
 
 def test_runs_sharing_an_output_dir_keep_their_own_rollout_files(tmp_path):
-    from workbench.config import EvalConfig
-    from workbench.evaluate import evaluate
-
     common = dict(benchmark="metaworld", suite="MT1:reach-v3", episodes=1, image_size=32,
                   output_dir=str(tmp_path), progress=False, policy="expert")
-    a = evaluate(EvalConfig(**common)).results
-    b = evaluate(EvalConfig(**common, policy_options={"defect": "noise", "level": 0.5})).results
+    a = workbench.run(common).results
+    b = workbench.run(dict(common, policy_options={"defect": "noise", "level": 0.5})).results
     assert a["rollout_path"].iloc[0] != b["rollout_path"].iloc[0]
     steps = [len(np.load(p)["actions"]) for p in (a["rollout_path"].iloc[0],
                                                   b["rollout_path"].iloc[0])]
     assert steps == [a["steps"].iloc[0], b["steps"].iloc[0]]
+
+
+def test_running_a_config_again_resumes_and_a_crashed_claim_is_not_retried(tmp_path):
+    from workbench.records import RecordStore
+
+    config = workbench.load_config(dict(benchmark="metaworld", suite="MT10", progress=False,
+                                        tasks=["reach-v3"], episodes=3, policy="expert",
+                                        image_size=32, output_dir=str(tmp_path)))
+    store = RecordStore(tmp_path / "records.sqlite")  # a crash mid-episode: claimed, never finished
+    run_id = config.resolved_run_id()
+    store.create_run(run_id, workbench.plan_episodes("metaworld", "MT10", ["reach-v3"], 3),
+                     config.to_dict())
+    store.claim(run_id, "metaworld/MT10/reach-v3/0001", "crashed-worker")
+    store.close()
+    again = workbench.run(config)
+    assert [r["episode_id"] for r in again.report.rows] == ["metaworld/MT10/reach-v3/0000",
+                                                            "metaworld/MT10/reach-v3/0002"]
+    crashed = again.results.set_index("episode_id").loc["metaworld/MT10/reach-v3/0001"]
+    assert crashed["error_kind"] == "infrastructure" and "interrupted" in crashed["error_message"]
+    assert workbench.run(config).report.rows == []  # nothing left, nothing re-run
+
+
+def test_video_films_the_plans_first_episodes_whatever_the_backend(tmp_path):
+    common = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"],
+                  episodes=2, policy="expert", image_size=32, progress=False, video=2,
+                  output_dir=str(tmp_path))
+    for backend in ("sequential", "pool"):
+        df = workbench.run(dict(common, backend=backend, run_id=backend)).results
+        filmed = sorted(df.loc[df["video_path"].notna(), "episode_id"])
+        assert filmed == ["metaworld/MT10/push-v3/0000", "metaworld/MT10/push-v3/0001"]

@@ -1,7 +1,15 @@
-"""Benchmark protocols and adapters, with a registry that names what is available.
+"""Benchmark adapters, reached by name, import path or entry point.
 
->>> sorted(BENCHMARKS)
+``BENCHMARKS`` knows the workbench's own adapters and those that installed packages
+register in the ``workbench.benchmarks`` entry-point group; any
+:class:`BenchmarkAdapter` subclass is also reachable by its import path
+(``"my_package.my_module:MyAdapter"``). Adapter modules (and their simulators) are
+imported only when an adapter is needed.
+
+>>> BENCHMARKS.names()
 ['metaworld']
+>>> benchmark_class("metaworld").protocol.name
+'metaworld-v1'
 """
 
 from __future__ import annotations
@@ -9,50 +17,33 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from workbench.benchmarks.base import BenchmarkAdapter, StepResult, check_compatibility
-from workbench.benchmarks.protocols import (
-    PROTOCOLS,
-    ActionContract,
-    ContractError,
-    Feature,
-    Protocol,
-    get_protocol,
-    validate_action,
-    validate_observation,
-)
+from workbench.contracts.registry import Factory, Registry
+from workbench.contracts.rendering import use_headless_rendering
+
+BENCHMARKS = Registry("benchmark", "workbench.benchmarks",
+                      {"metaworld": "workbench.benchmarks.metaworld:MetaWorldAdapter"})
 
 
-def _metaworld(**options: Any) -> BenchmarkAdapter:
-    from workbench.benchmarks.metaworld import MetaWorldAdapter  # lazy: imports mujoco
-
-    return MetaWorldAdapter(**options)
-
-
-def _metaworld_suites() -> list[str]:
-    from workbench.benchmarks.metaworld import list_suites
-
-    return list_suites()
+def benchmark_factory(ref: str | Callable[..., BenchmarkAdapter],
+                      **options: Any) -> Factory:
+    """A picklable factory for the adapter ``ref`` names, with constructor ``options``."""
+    return BENCHMARKS.resolve(ref, options)
 
 
-def _metaworld_tasks(suite: str) -> list[str]:
-    from workbench.benchmarks.metaworld import suite_tasks
-
-    return suite_tasks(suite)
-
-
-BENCHMARKS: dict[str, Callable[..., BenchmarkAdapter]] = {"metaworld": _metaworld}
-SUITE_LISTERS: dict[str, Callable[[], list[str]]] = {"metaworld": _metaworld_suites}
-TASK_LISTERS: dict[str, Callable[[str], list[str]]] = {"metaworld": _metaworld_tasks}
+def benchmark_class(ref: str | type[BenchmarkAdapter]) -> type[BenchmarkAdapter]:
+    """The adapter class ``ref`` names, refusing anything that is not an adapter class."""
+    cls = benchmark_factory(ref).load()
+    if not (isinstance(cls, type) and issubclass(cls, BenchmarkAdapter)):
+        raise ValueError(f"benchmark {ref!r} must name a BenchmarkAdapter subclass, "
+                         f"got {cls!r}")
+    return cls
 
 
-def make_benchmark(name: str, **options: Any) -> BenchmarkAdapter:
-    """Build a benchmark adapter by name, e.g. ``make_benchmark("metaworld", suite="MT10")``."""
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; available: {sorted(BENCHMARKS)}")
-    return BENCHMARKS[name](**options)
+def make_benchmark(ref: str | type[BenchmarkAdapter], **options: Any) -> BenchmarkAdapter:
+    """Build an adapter, e.g. ``make_benchmark("metaworld", suite="MT10", image_size=64)``."""
+    use_headless_rendering()
+    return benchmark_factory(ref, **options)()
 
 
-__all__ = [
-    "ActionContract", "BENCHMARKS", "BenchmarkAdapter", "ContractError", "Feature",
-    "PROTOCOLS", "Protocol", "StepResult", "check_compatibility", "get_protocol",
-    "make_benchmark", "validate_action", "validate_observation",
-]
+__all__ = ["BENCHMARKS", "BenchmarkAdapter", "StepResult", "benchmark_class",
+           "benchmark_factory", "check_compatibility", "make_benchmark"]

@@ -4,6 +4,13 @@ An adapter keeps the benchmark's environment, reset rules and scoring unchanged;
 only translates observations into canonical features and checks actions against the
 protocol. ``observe(features)`` renders only what is asked for, so a runtime that
 knows when a policy reads cameras pays for rendering only then.
+
+An adapter class is built as ``Adapter(suite, seed=..., image_size=..., **options)``
+and answers, before any environment exists, which suites and tasks it has
+(:meth:`BenchmarkAdapter.list_suites`, :meth:`BenchmarkAdapter.suite_tasks`), the
+protocol it speaks and the modules a fork server should import ahead of time
+(``preload``). Only the runtime's episode loop
+(:func:`workbench.runtime.episode.run_episode`) calls :meth:`BenchmarkAdapter.step`.
 """
 
 from __future__ import annotations
@@ -14,9 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.protocols import ContractError, Protocol
-from workbench.plan import EpisodeSpec
-from workbench.policies.base import Capabilities
+from workbench.contracts.capabilities import Capabilities
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.protocols import ContractError, Protocol
 
 
 @dataclass
@@ -35,14 +42,23 @@ class BenchmarkAdapter(abc.ABC):
     name: str
     protocol: Protocol
     max_steps: int
+    suite: str
+    preload: tuple[str, ...] = ()
+    """Modules worth importing once in a fork server before workers start."""
 
+    @classmethod
     @abc.abstractmethod
-    def suites(self) -> list[str]:
+    def list_suites(cls) -> list[str]:
         """Suite names this adapter knows."""
 
+    @classmethod
     @abc.abstractmethod
+    def suite_tasks(cls, suite: str) -> list[str]:
+        """Task names of ``suite``; raises ValueError naming the known suites."""
+
     def tasks(self) -> list[str]:
-        """Task names of the adapter's suite."""
+        """Task names of the adapter's own suite."""
+        return self.suite_tasks(self.suite)
 
     @abc.abstractmethod
     def instruction(self, task: str) -> str:
@@ -67,6 +83,11 @@ class BenchmarkAdapter(abc.ABC):
     def render(self, feature: str) -> np.ndarray:
         """One camera feature, rendered now (for videos)."""
         return self.observe([feature])[feature]
+
+    def mujoco_data(self) -> Any:
+        """The current environment's MuJoCo ``MjData`` (for profilers), or None when the
+        simulator is not MuJoCo or no episode has started."""
+        return None
 
     def close(self) -> None:
         """Release simulators and renderers."""

@@ -9,7 +9,9 @@ after 500 steps, as MetaWorld's own evaluation does.
 Canonical features: ``images.primary`` (``corner`` camera, flipped upright),
 ``images.wrist`` (``gripperPOV``), ``state`` (end-effector xyz and gripper aperture),
 ``instruction``; privileged ``privileged.state`` (the full 39-D observation).
-Cameras are rendered at the model's default quality, only when asked for.
+Cameras are rendered at the model's default quality, only when asked for. MuJoCo is
+imported when the first environment is built; whoever builds it chooses the rendering
+backend first (:func:`workbench.contracts.rendering.use_headless_rendering`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from workbench.benchmarks.base import BenchmarkAdapter, StepResult
-from workbench.benchmarks.metaworld_tasks import INSTRUCTIONS
-from workbench.benchmarks.protocols import get_protocol
-from workbench.plan import EpisodeSpec
-
-os.environ.setdefault("MUJOCO_GL", "egl")
+from workbench.benchmarks.metaworld_tasks import INSTRUCTIONS, MT10_TASKS, MT50_TASKS
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.protocols import get_protocol
 
 CAMERAS = {"images.primary": ("corner", True), "images.wrist": ("gripperPOV", False)}
 SUITES = ("MT10", "MT50")
@@ -51,9 +51,7 @@ def suite_tasks(suite: str) -> list[str]:
     if suite.startswith("MT1:") and suite[4:] in INSTRUCTIONS:
         return [suite[4:]]
     if suite in SUITES:
-        from metaworld import env_dict
-
-        return list((env_dict.MT10_V3 if suite == "MT10" else env_dict.MT50_V3).keys())
+        return list(MT10_TASKS if suite == "MT10" else MT50_TASKS)
     raise ValueError(f"unknown MetaWorld suite {suite!r}; available: MT10, MT50, "
                      f"MT1:<task> with task in {sorted(INSTRUCTIONS)}")
 
@@ -100,6 +98,8 @@ class MetaWorldAdapter(BenchmarkAdapter):
 
     name = "metaworld"
     max_steps = 500
+    protocol = get_protocol("metaworld-v1")
+    preload = ("mujoco", "metaworld", "workbench.benchmarks.metaworld")
 
     def __init__(self, suite: str = "MT10", seed: int = 0, image_size: int = 224,
                  reuse_context: bool = True) -> None:
@@ -110,7 +110,6 @@ class MetaWorldAdapter(BenchmarkAdapter):
         self.suite = suite
         self.seed = seed
         self.image_size = image_size
-        self.protocol = get_protocol("metaworld-v1")
         self._envs: dict[str, Any] = {}
         self._renderers: dict[str, Any] = {}
         self._env: Any = None
@@ -118,8 +117,13 @@ class MetaWorldAdapter(BenchmarkAdapter):
         self._obs: np.ndarray | None = None
         self._steps = 0
 
-    def suites(self) -> list[str]:
+    @classmethod
+    def list_suites(cls) -> list[str]:
         return list_suites()
+
+    @classmethod
+    def suite_tasks(cls, suite: str) -> list[str]:
+        return suite_tasks(suite)
 
     def tasks(self) -> list[str]:
         return list(self._tasks)
@@ -182,8 +186,8 @@ class MetaWorldAdapter(BenchmarkAdapter):
     def trajectory_state(self) -> np.ndarray:
         return self._obs[:4].astype(np.float32)
 
-    def privileged_state(self) -> np.ndarray:
-        return self._obs.astype(np.float32)
+    def mujoco_data(self) -> Any:
+        return None if self._env is None else self._env.data
 
     def close(self) -> None:
         for r in self._renderers.values():

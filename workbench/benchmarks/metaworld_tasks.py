@@ -52,3 +52,12 @@ INSTRUCTIONS: dict[str, str] = {
     "window-open-v3": "push and open the window",
     "window-close-v3": "push and close the window",
 }
+
+# The suites' task lists in MetaWorld 3's own order (``metaworld.env_dict.MT10_V3`` and
+# ``MT50_V3``; a test checks them against the installed MetaWorld), kept here so that
+# validating a config never imports the simulator.
+MT10_TASKS: tuple[str, ...] = (
+    "reach-v3", "push-v3", "pick-place-v3", "door-open-v3", "drawer-open-v3",
+    "drawer-close-v3", "button-press-topdown-v3", "peg-insert-side-v3", "window-open-v3",
+    "window-close-v3")
+MT50_TASKS: tuple[str, ...] = tuple(INSTRUCTIONS)

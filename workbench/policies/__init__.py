@@ -1,63 +1,55 @@
-"""Policies: the lifecycle base class and the shipped policies, behind a registry.
+"""Policies: the lifecycle base class and the shipped policies, reached by reference.
 
->>> sorted(POLICIES)
+``POLICIES`` knows the workbench's own policies and those that installed packages
+register in the ``workbench.policies`` entry-point group; any ``Policy`` class or
+factory is also reachable by its import path (``"my_package.my_module:MyPolicy"``)
+or passed as an object. A policy that takes a ``protocol`` argument is handed the
+benchmark's protocol name when the config does not give one.
+
+>>> POLICIES.names()
 ['expert', 'expert-vision-cost', 'vision', 'zero']
 >>> make_policy("expert", defect="noise", level=0.3).name
 'expert-noise-0.3'
+>>> make_policy("zero", protocol="calvin-v1").capabilities.action_protocol
+'calvin-v1'
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from workbench.policies.base import (
-    Capabilities,
-    EpisodeContext,
-    LifecycleError,
-    LoadContext,
-    Policy,
-    State,
-    ZeroPolicy,
-)
+from workbench.contracts.registry import Factory, Registry
+from workbench.policies.base import LifecycleError, Policy, State
 
-
-def _expert(**options: Any) -> Policy:
-    from workbench.policies.scripted import ScriptedExpert
-
-    return ScriptedExpert(**options)
+POLICIES = Registry("policy", "workbench.policies", {
+    "expert": "workbench.policies.scripted:ScriptedExpert",
+    "expert-vision-cost": "workbench.policies.costly:VisionCostExpert",
+    "vision": "workbench.policies.vision:VisionPolicy",
+    "zero": "workbench.policies.zero:ZeroPolicy",
+})
 
 
-def _vision(**options: Any) -> Policy:
-    from workbench.policies.vision import VisionPolicy
-
-    return VisionPolicy(**options)
-
-
-def _expert_vision_cost(**options: Any) -> Policy:
-    from workbench.policies.costly import VisionCostExpert
-
-    return VisionCostExpert(**options)
-
-
-POLICIES: dict[str, Callable[..., Policy]] = {
-    "expert": _expert,
-    "expert-vision-cost": _expert_vision_cost,
-    "vision": _vision,
-    "zero": lambda **options: ZeroPolicy(**options),
-}
+def policy_factory(ref: str | Callable[..., Policy], options: Mapping[str, Any] | None = None,
+                   protocol: str | None = None) -> Factory:
+    """A picklable factory for the policy ``ref`` names, with constructor ``options``;
+    ``protocol`` (the benchmark's) is added to them when the policy takes a ``protocol``
+    argument and they do not set it."""
+    options = dict(options or {})
+    factory = POLICIES.resolve(ref, options)
+    if protocol is not None and "protocol" not in options and factory.accepts("protocol"):
+        factory = Factory(factory.target, {**options, "protocol": protocol})
+    factory.check("policy")
+    return factory
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """Build a registered policy, e.g. ``make_policy("expert", defect="delay", level=0.5)``."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; available: {sorted(POLICIES)}")
-    try:
-        return POLICIES[name](**options)
-    except TypeError as exc:
-        raise ValueError(f"bad options for policy {name!r}: {exc}") from None
+def make_policy(ref: str | Callable[..., Policy], protocol: str | None = None,
+                **options: Any) -> Policy:
+    """Build a policy, e.g. ``make_policy("expert", defect="delay", level=0.5)``;
+    ``protocol`` as in :func:`policy_factory`."""
+    policy = policy_factory(ref, options, protocol)()
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy {ref!r} built a {type(policy).__name__}, not a Policy")
+    return policy
 
 
-__all__ = [
-    "Capabilities", "EpisodeContext", "LifecycleError", "LoadContext", "POLICIES", "Policy",
-    "State", "ZeroPolicy", "make_policy",
-]
+__all__ = ["POLICIES", "LifecycleError", "Policy", "State", "make_policy", "policy_factory"]

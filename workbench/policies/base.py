@@ -8,8 +8,8 @@ A call out of order raises :class:`LifecycleError` naming the state.
 Subclasses implement ``_load``, ``_act`` and optionally ``_reset``, ``_act_batch``,
 ``_end_episode`` and ``_unload``; the public methods enforce the state machine.
 
->>> from workbench.policies.base import ZeroPolicy
->>> p = ZeroPolicy()
+>>> from workbench.policies.zero import ZeroPolicy
+>>> p = ZeroPolicy("metaworld-v1")
 >>> p.act({"episode_id": "e0"})
 Traceback (most recent call last):
 ...
@@ -19,12 +19,11 @@ workbench.policies.base.LifecycleError: ZeroPolicy.act() needs an active episode
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-Observation = Mapping[str, Any]
+from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
 
 
 class LifecycleError(RuntimeError):
@@ -38,56 +37,12 @@ class State(enum.Enum):
     RELEASED = "Released"
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    """What a policy declares before any episode runs.
-
-    chunk_size: actions returned per call (1 = one action per step).
-    native_batching / max_batch: whether ``act_batch`` runs one batched forward pass,
-    and the largest batch it takes.
-    features: canonical observation features the policy reads.
-    action_protocol: the protocol name whose action contract it emits.
-    privileged: reads privileged simulator state; results are diagnostics only.
-    """
-
-    action_protocol: str
-    features: tuple[str, ...]
-    chunk_size: int = 1
-    native_batching: bool = False
-    max_batch: int = 1
-    privileged: bool = False
-
-    def __post_init__(self) -> None:
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
-        if self.max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
-
-
-@dataclass(frozen=True)
-class LoadContext:
-    """Passed to ``load``: where the replica runs and which protocol it serves."""
-
-    protocol: str
-    device: str = "cpu"
-    replica_id: int = 0
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class EpisodeContext:
-    """Passed to ``reset``: identity of one episode. ``seed`` depends only on identity."""
-
-    episode_id: str
-    task: str
-    instruction: str
-    seed: int
-
-
 class Policy:
     """Base class enforcing the lifecycle; see the module docstring."""
 
     name: str = "policy"
+    preload: tuple[str, ...] = ()
+    """Modules worth importing once in a fork server before replicas start."""
 
     def __init__(self) -> None:
         self._state = State.CREATED
@@ -179,21 +134,3 @@ class Policy:
             raise LifecycleError(
                 f"{type(self).__name__}.{method}() needs an active episode {episode_id!r}; "
                 f"policy state is {self._state.value}")
-
-
-class ZeroPolicy(Policy):
-    """Emits zero actions; reads only ``state``. A smoke-test policy for any protocol."""
-
-    name = "zero"
-
-    def __init__(self, action_protocol: str = "metaworld-v1", dim: int = 4) -> None:
-        super().__init__()
-        self._caps = Capabilities(action_protocol=action_protocol, features=("state",))
-        self._dim = dim
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self._caps
-
-    def _act(self, observation: Observation, episode_state: Any) -> np.ndarray:
-        return np.zeros(self._dim, np.float32)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.policies.base import Capabilities, LoadContext, Observation
+from workbench.contracts.capabilities import Capabilities, LoadContext, Observation
 from workbench.policies.scripted import ScriptedExpert
 from workbench.policies.vision import VisionPolicy
 
@@ -24,11 +24,13 @@ class VisionCostExpert(ScriptedExpert):
     """Expert actions, held for ``chunk_size`` steps, after a vision forward pass."""
 
     name = "expert-vision-cost"
+    preload = ScriptedExpert.preload + VisionPolicy.preload
 
     def __init__(self, chunk_size: int = 8, cameras: Sequence[str] = ("images.primary",
                  "images.wrist"), max_batch: int = 64, threads: int | None = None) -> None:
         super().__init__()
-        self.vision = VisionPolicy(chunk_size, cameras, max_batch=max_batch, threads=threads)
+        self.vision = VisionPolicy("metaworld-v1", chunk_size, cameras, max_batch=max_batch,
+                                   threads=threads)
         self.chunk_size = chunk_size
 
     @property

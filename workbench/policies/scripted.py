@@ -31,7 +31,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.policies.base import Capabilities, EpisodeContext, LoadContext, Observation, Policy
+from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
+from workbench.policies.base import Policy
 
 DEFECTS = ("none", "noise", "delay", "hesitate", "jerky")
 
@@ -48,6 +49,7 @@ class ScriptedExpert(Policy):
     """MetaWorld's hand-written expert for the episode's task (privileged)."""
 
     name = "expert"
+    preload = ("metaworld.policies", "workbench.policies.scripted")
 
     def __init__(self, defect: str = "none", level: float = 0.0,
                  defects: Sequence[Sequence[Any]] | None = None) -> None:

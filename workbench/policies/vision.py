@@ -1,10 +1,12 @@
 """A small torch vision policy: conv encoder over cameras, state and instruction -> action chunk.
 
 The network (``VisionNet``) encodes each camera with a shared convolutional encoder,
-the 4-D state with a linear layer and the instruction with a hashed bag of words,
-and a head emits ``chunk_size`` actions in [-1, 1]. Weights start random (seeded)
-or load from a ``.pt`` file or the shipped ``"bc"`` weights (behaviour-cloned from the
-scripted experts by :mod:`workbench.policies.training`). Runs on CPU or CUDA and batches natively.
+the proprioceptive state with a linear layer and the instruction with a hashed bag of
+words, and a head emits ``chunk_size`` actions in [-1, 1]. State and action sizes come
+from the protocol the policy speaks. Weights start random (seeded) or load from a
+``.pt`` file or the shipped ``"bc"`` weights (behaviour-cloned from the MetaWorld
+scripted experts by :mod:`workbench.studies.training`), which fix the protocol, the
+chunk length and the cameras. Runs on CPU or CUDA and batches natively.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.policies.base import Capabilities, LoadContext, Observation, Policy
+from workbench.contracts.capabilities import Capabilities, LoadContext, Observation
+from workbench.contracts.protocols import get_protocol
+from workbench.policies.base import Policy
 
 VOCAB_BUCKETS = 512
 
@@ -29,7 +33,8 @@ def hash_tokens(text: str, buckets: int = VOCAB_BUCKETS) -> list[int]:
     return [zlib.crc32(w.encode()) % buckets for w in text.lower().split()]
 
 
-def build_net(cameras: int, chunk_size: int, action_dim: int = 4, width: int = 32) -> Any:
+def build_net(cameras: int, chunk_size: int, action_dim: int, state_dim: int,
+              width: int = 32) -> Any:
     """The VisionNet module (imports torch lazily)."""
     import torch
     from torch import nn
@@ -42,7 +47,7 @@ def build_net(cameras: int, chunk_size: int, action_dim: int = 4, width: int = 3
                 nn.Conv2d(width, width * 2, 3, stride=2, padding=1), nn.ReLU(),
                 nn.Conv2d(width * 2, width * 2, 3, stride=2, padding=1), nn.ReLU(),
                 nn.AdaptiveAvgPool2d(1), nn.Flatten())
-            self.state = nn.Linear(4, width)
+            self.state = nn.Linear(state_dim, width)
             self.words = nn.EmbeddingBag(VOCAB_BUCKETS, width, mode="mean")
             self.head = nn.Sequential(
                 nn.Linear(cameras * width * 2 + 2 * width, 256), nn.ReLU(),
@@ -61,28 +66,43 @@ def build_net(cameras: int, chunk_size: int, action_dim: int = 4, width: int = 3
 
 
 class VisionPolicy(Policy):
-    """Reads ``cameras`` plus ``state`` and ``instruction``; emits ``(chunk_size, 4)`` chunks."""
+    """Reads ``cameras`` plus ``state`` and ``instruction``; emits ``(chunk_size, dim)`` chunks.
+
+    protocol: the protocol it speaks (the runner passes the benchmark's when a config
+    names none; trained weights carry their own).
+    """
 
     name = "vision"
+    preload = ("torch", "workbench.policies.vision")
 
-    def __init__(self, chunk_size: int = 8, cameras: Sequence[str] = ("images.primary",
-                 "images.wrist"), weights: str | None = None, seed: int = 0,
-                 max_batch: int = 64, threads: int | None = None) -> None:
+    def __init__(self, protocol: str | None = None, chunk_size: int = 8,
+                 cameras: Sequence[str] = ("images.primary", "images.wrist"),
+                 weights: str | None = None, seed: int = 0, max_batch: int = 64,
+                 threads: int | None = None) -> None:
         super().__init__()
         self.chunk_size, self.cameras = chunk_size, tuple(cameras)
         self.weights, self.seed, self.max_batch, self.threads = weights, seed, max_batch, threads
         self.net: Any = None
         self._blob: dict | None = None
-        if weights:  # trained weights fix the chunk length and cameras they were trained with
-            from workbench.policies.training import load_weights
+        if weights:  # trained weights fix what they were trained with
+            from workbench.policies.weights import load_weights
 
             self._blob = load_weights(weights)
             self.chunk_size, self.cameras = self._blob["chunk_size"], tuple(self._blob["cameras"])
+            if protocol not in (None, self._blob["protocol"]):
+                raise ValueError(f"weights {weights!r} were trained for protocol "
+                                 f"{self._blob['protocol']!r}, not {protocol!r}")
+            protocol = self._blob["protocol"]
             self.name = f"vision-{Path(weights).stem}"
+        if protocol is None:
+            raise ValueError("VisionPolicy needs protocol=... (or weights that name one)")
+        self.protocol = get_protocol(protocol)
+        self.action_dim = self.protocol.action.dim
+        self.state_dim = self.protocol.feature("state").shape[0]
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(action_protocol="metaworld-v1",
+        return Capabilities(action_protocol=self.protocol.name,
                             features=self.cameras + ("state", "instruction"),
                             chunk_size=self.chunk_size, native_batching=True,
                             max_batch=self.max_batch)
@@ -94,7 +114,7 @@ class VisionPolicy(Policy):
             torch.set_num_threads(self.threads)
         torch.manual_seed(self.seed)
         self.device = torch.device(context.device)
-        self.net = build_net(len(self.cameras), self.chunk_size)
+        self.net = build_net(len(self.cameras), self.chunk_size, self.action_dim, self.state_dim)
         if self._blob is not None:
             self.net.load_state_dict(self._blob["state_dict"])
         self.net.to(self.device).eval()
@@ -110,7 +130,7 @@ class VisionPolicy(Policy):
         return [chunk.astype(np.float32) for chunk in self.forward(observations)]
 
     def forward(self, observations: Sequence[Observation]) -> np.ndarray:
-        """Action chunks (B, chunk_size, 4) for a batch; needs ``load`` first."""
+        """Action chunks (B, chunk_size, action_dim) for a batch; needs ``load`` first."""
         import torch
 
         if self.net is None:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-GROUP_COLUMNS = ("render_every", "batch_size")
+GROUP_COLUMNS = ("observe", "batch_size")
 VALUE_COLUMNS = ("per_step_ms", "wall_ms")
 
 
@@ -16,12 +16,12 @@ def plot_stage_profile(profile: pd.DataFrame, value: str | None = None, by: str 
     """Horizontal bars of ``value`` per stage, one bar per ``by`` setting within a stage.
 
     value defaults to ``per_step_ms`` (simulator profiles) or ``wall_ms`` (policy
-    profiles); by defaults to ``render_every`` or ``batch_size`` when the frame has
+    profiles); by defaults to ``observe`` or ``batch_size`` when the frame has
     more than one of them.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> df = pd.DataFrame({"stage": ["a", "b", "a", "b"], "per_step_ms": [1, 2, 3, 4],
-    ...                    "render_every": [1, 1, 8, 8]})
+    ...                    "observe": ["every_step"] * 2 + ["chunk_boundary"] * 2})
     >>> fig, ax = plot_stage_profile(df)
     >>> len(ax.patches)
     4

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.profiling.system import ResourceMonitor, gpu_status
+from workbench.contracts.resources import ResourceMonitor, gpu_status
 from workbench.policies.vision import VisionPolicy
 
 POLICY_STAGES = ("Preprocessing", "Vision encoder", "State and instruction encoders",
@@ -68,8 +68,9 @@ def staged_forward(policy: VisionPolicy, observations: Sequence[Any],
                    clock: StageClock | None = None) -> np.ndarray:
     """``policy.forward(observations)`` stage by stage; same (B, chunk, 4) result.
 
-    >>> from workbench.policies import LoadContext, make_policy
-    >>> policy = make_policy("vision", chunk_size=2)
+    >>> from workbench.contracts import LoadContext
+    >>> from workbench.policies import make_policy
+    >>> policy = make_policy("vision", protocol="metaworld-v1", chunk_size=2)
     >>> _ = policy.load(LoadContext("metaworld-v1"))
     >>> obs = synthetic_observations(2, image_size=32)
     >>> np.allclose(staged_forward(policy, obs), policy.forward(obs))
@@ -93,9 +94,10 @@ def staged_forward(policy: VisionPolicy, observations: Sequence[Any],
 
 def synthetic_observations(batch_size: int, image_size: int = 224,
                            cameras: Sequence[str] = ("images.primary", "images.wrist"),
-                           instruction: str = "reach the goal position",
+                           instruction: str = "reach the goal position", state_dim: int = 4,
                            seed: int = 0) -> list[dict[str, Any]]:
-    """``batch_size`` observations with random uint8 frames (H = W = ``image_size``).
+    """``batch_size`` observations with random uint8 frames (H = W = ``image_size``) and a
+    random ``state_dim`` state.
 
     Inference cost does not depend on pixel values, so no simulator is needed.
 
@@ -106,7 +108,8 @@ def synthetic_observations(batch_size: int, image_size: int = 224,
     rng = np.random.default_rng(seed)
     return [{**{c: rng.integers(0, 256, (image_size, image_size, 3), dtype=np.uint8)
                 for c in cameras},
-             "state": rng.uniform(-1, 1, 4).astype(np.float32), "instruction": instruction,
+             "state": rng.uniform(-1, 1, state_dim).astype(np.float32),
+             "instruction": instruction,
              "episode_id": f"synthetic/{i}", "step": 0} for i in range(batch_size)]
 
 
@@ -162,8 +165,9 @@ def profile_policy_stages(policy: VisionPolicy, observations: Sequence[Any], rep
     without a GPU), kernels (CUDA kernels on GPU, else op events, per call), and ``gpu``:
     "available" or "unavailable: <reason>".
 
-    >>> from workbench.policies import LoadContext, make_policy
-    >>> policy = make_policy("vision", chunk_size=2)
+    >>> from workbench.contracts import LoadContext
+    >>> from workbench.policies import make_policy
+    >>> policy = make_policy("vision", protocol="metaworld-v1", chunk_size=2)
     >>> _ = policy.load(LoadContext("metaworld-v1"))
     >>> df = profile_policy_stages(policy, synthetic_observations(2, 32), repeats=2, warmup=1)
     >>> df["stage"].tolist() == list(POLICY_STAGES), bool((df["wall_ms"] > 0).all())
@@ -202,8 +206,9 @@ def profile_policy_batches(policy: VisionPolicy, batch_sizes: Sequence[int],
                            seed: int = 0) -> pd.DataFrame:
     """:func:`profile_policy_stages` on synthetic batches of each size, stacked."""
     return pd.concat([profile_policy_stages(
-        policy, synthetic_observations(b, image_size, policy.cameras, seed=seed), repeats,
-        warmup) for b in batch_sizes], ignore_index=True)
+        policy, synthetic_observations(b, image_size, policy.cameras,
+                                       state_dim=policy.state_dim, seed=seed),
+        repeats, warmup) for b in batch_sizes], ignore_index=True)
 
 
 def policy_stage_table(profiles: pd.DataFrame) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """Where simulator time goes, split into the stages of a simulated evaluation.
 
-:func:`profile_sim_stages` runs episodes with a policy (in this process, on an
-adapter whose ``_env`` holds MuJoCo ``model``/``data``, as
-:class:`~workbench.benchmarks.metaworld.MetaWorldAdapter` does) and splits the
+:func:`profile_sim_stages` runs episodes with a policy through the runtime's one step
+loop (:func:`~workbench.runtime.episode.run_episode`), watched by a
+:class:`SimStageTimer`, on any adapter whose ``mujoco_data()`` is MuJoCo's ``MjData``
+(as :class:`~workbench.benchmarks.metaworld.MetaWorldAdapter`'s is). It splits the
 simulator's time into five stages:
 
 - "Robot control and forward kinematics": MuJoCo's ``mj_forward`` minus its
@@ -22,10 +23,9 @@ always counts, ``.duration`` stays 0 otherwise); :func:`mujoco_timing` sets
 ``time.perf_counter`` for the duration of a profile, which adds about 5% to MuJoCo's
 own time. Policy inference is excluded (see :mod:`workbench.profiling.policy`).
 
-``render_every`` sets how often cameras are rendered: 1 renders every step whether
-the policy reads it or not (the official-like loop); ``chunk_size`` renders only at
-action-chunk boundaries, when the policy reads. The policy always gets a fresh
-observation when it reads.
+``observe`` sets when observations (and so cameras) are read: ``"every_step"`` whether
+the policy reads them or not (the official-like loop), ``"chunk_boundary"`` only when
+the policy is about to act.
 """
 
 from __future__ import annotations
@@ -38,13 +38,16 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.plan import EpisodeSpec
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.contracts.plan import EpisodeSpec
+from workbench.runtime.episode import CAMERA_PREFIX, EpisodeObserver, run_episode
+from workbench.runtime.episode import warm_up as build_contexts
 
 SIM_STAGES = ("Robot control and forward kinematics", "Physics integration",
               "Observable updates and step bookkeeping", "Rendering", "Episode reset")
-CAMERA_PREFIX = "images."
+OBSERVE = ("every_step", "chunk_boundary")
 STAGE_COLUMNS = ["stage", "total_s", "per_step_ms", "share", "calls", "calls_per_step",
-                 "render_every", "chunk_size", "steps", "episodes"]
+                 "observe", "chunk_size", "steps", "episodes"]
 
 
 @dataclass
@@ -114,82 +117,53 @@ def _timer_snapshot(data: Any) -> tuple[float, float, float, int, int]:
     return fwd.duration, con.duration, adv.duration, fwd.number, adv.number
 
 
-def _timed_step(adapter: Any, data: Any, action: np.ndarray, totals: StageTotals) -> Any:
-    before = _timer_snapshot(data)
-    start = time.perf_counter()
-    result = adapter.step(action)
-    wall = time.perf_counter() - start
-    fwd, con, adv, n_fwd, n_adv = (a - b for a, b in zip(_timer_snapshot(data), before))
-    totals.control_s += fwd - con
-    totals.physics_s += con + adv
-    totals.bookkeeping_s += wall - fwd - adv
-    totals.forward_calls += n_fwd
-    totals.advance_calls += n_adv
-    totals.steps += 1
-    return result
+class SimStageTimer(EpisodeObserver):
+    """Accumulates the five stages (see the module docstring) of every episode it sees."""
+
+    def __init__(self) -> None:
+        self.totals = StageTotals()
+        self._before: tuple[float, float, float, int, int] | None = None
+
+    def on_reset(self, adapter: BenchmarkAdapter, spec: EpisodeSpec, seconds: float) -> None:
+        if adapter.mujoco_data() is None:
+            raise ValueError(f"profile_sim_stages needs a MuJoCo adapter; {adapter.name}'s "
+                             "mujoco_data() is None")
+        self.totals.reset_s += seconds
+        self.totals.resets += 1
+
+    def on_observe(self, adapter: BenchmarkAdapter, step: int, observation: dict[str, Any],
+                   render_s: float, read_s: float) -> None:
+        self.totals.render_s += render_s
+        self.totals.renders += sum(k.startswith(CAMERA_PREFIX) for k in observation)
+        self.totals.bookkeeping_s += read_s
+
+    def on_act(self, step: int, observation: dict[str, Any], actions: np.ndarray,
+               seconds: float) -> None:
+        self.totals.policy_s += seconds
+
+    def before_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray) -> None:
+        self._before = _timer_snapshot(adapter.mujoco_data())
+
+    def after_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray,
+                   result: StepResult, seconds: float) -> None:
+        after = _timer_snapshot(adapter.mujoco_data())
+        fwd, con, adv, n_fwd, n_adv = (a - b for a, b in zip(after, self._before))
+        totals = self.totals
+        totals.control_s += fwd - con
+        totals.physics_s += con + adv
+        totals.bookkeeping_s += seconds - fwd - adv
+        totals.forward_calls += n_fwd
+        totals.advance_calls += n_adv
+        totals.steps += 1
 
 
-def _observe(adapter: Any, features: Sequence[str], totals: StageTotals) -> dict[str, Any]:
-    """Render the camera features (timed as Rendering) and read the rest (bookkeeping)."""
-    obs: dict[str, Any] = {}
-    for name in features:
-        start = time.perf_counter()
-        if name.startswith(CAMERA_PREFIX):
-            obs[name] = adapter.render(name)
-            totals.render_s += time.perf_counter() - start
-            totals.renders += 1
-        else:
-            obs.update(adapter.observe([name]))
-            totals.bookkeeping_s += time.perf_counter() - start
-    return obs
-
-
-def _act(policy: Any, obs: dict[str, Any], chunk_size: int, totals: StageTotals) -> list:
-    start = time.perf_counter()
-    actions = np.asarray(policy.act(obs), dtype=np.float32)
-    totals.policy_s += time.perf_counter() - start
-    return list(np.atleast_2d(actions)[:chunk_size])
-
-
-def _profile_episode(adapter: Any, policy: Any, spec: EpisodeSpec, features: Sequence[str],
-                     chunk_size: int, render_every: int, max_steps: int,
-                     totals: StageTotals) -> None:
-    from workbench.runtime.episode import episode_context
-
-    policy.reset(episode_context(adapter, spec))
-    try:
-        start = time.perf_counter()
-        adapter.reset(spec)
-        totals.reset_s += time.perf_counter() - start
-        totals.resets += 1
-        data, queue, obs = adapter._env.data, [], {}
-        for step in range(max_steps):
-            if step % render_every == 0 or not queue:
-                obs = _observe(adapter, features, totals) | {"episode_id": spec.episode_id,
-                                                             "step": step}
-            if not queue:
-                queue = _act(policy, obs, chunk_size, totals)
-            if _timed_step(adapter, data, queue.pop(0), totals).done:
-                break
-    finally:
-        policy.end_episode(spec.episode_id)
-
-
-def _warm_up(adapter: Any, spec: EpisodeSpec, features: Sequence[str]) -> None:
-    """Build the task's environment and renderer once, outside the measurement."""
-    adapter.reset(spec)
-    for name in features:
-        if name.startswith(CAMERA_PREFIX):
-            adapter.render(name)
-
-
-def stage_frame(totals: StageTotals, render_every: int, chunk_size: int,
+def stage_frame(totals: StageTotals, observe: str, chunk_size: int,
                 episodes: int) -> pd.DataFrame:
     """The five-stage table (columns ``STAGE_COLUMNS``) from accumulated totals.
 
     >>> t = StageTotals(control_s=1, physics_s=1, bookkeeping_s=1, render_s=1, reset_s=0,
     ...                 steps=10, renders=10, resets=1, forward_calls=60, advance_calls=50)
-    >>> stage_frame(t, render_every=1, chunk_size=8, episodes=1)["share"].tolist()
+    >>> stage_frame(t, "every_step", chunk_size=8, episodes=1)["share"].tolist()
     [0.25, 0.25, 0.25, 0.25, 0.0]
     """
     seconds = [totals.control_s, totals.physics_s, totals.bookkeeping_s, totals.render_s,
@@ -198,32 +172,29 @@ def stage_frame(totals: StageTotals, render_every: int, chunk_size: int,
              totals.resets]
     total, steps = sum(seconds), max(totals.steps, 1)
     rows = [(stage, s, 1e3 * s / steps, s / total if total > 0 else np.nan, c, c / steps,
-             render_every, chunk_size, totals.steps, episodes)
+             observe, chunk_size, totals.steps, episodes)
             for stage, s, c in zip(SIM_STAGES, seconds, calls)]
     return pd.DataFrame(rows, columns=STAGE_COLUMNS)
 
 
-def profile_sim_stages(adapter: Any, episodes: Sequence[EpisodeSpec], policy: Any,
-                       features: Sequence[str] | None = None, chunk_size: int | None = None,
-                       render_every: int | None = None, max_steps: int | None = None,
+def profile_sim_stages(adapter: BenchmarkAdapter, episodes: Sequence[EpisodeSpec], policy: Any,
+                       observe: str = "chunk_boundary", max_steps: int | None = None,
                        warm_up: bool = True) -> pd.DataFrame:
     """Run ``episodes`` with a loaded ``policy`` and time the simulator's stages.
 
-    features: what is observed (cameras ``images.*`` are rendered), default the
-    policy's features. chunk_size: actions executed per policy call (default the
-    policy's). render_every: render cameras every that many steps (default
-    ``chunk_size``: at chunk boundaries only). max_steps caps each episode (None or
-    0: only the adapter's own ``max_steps``).
+    observe: ``"every_step"`` or ``"chunk_boundary"`` (see the module docstring).
+    max_steps caps each episode (None or 0: only the adapter's own ``max_steps``).
+    warm_up builds each task's environment and renderer before the clock starts.
 
     Returns one row per stage in ``SIM_STAGES``: total_s, per_step_ms, share (of the
     five stages' sum), calls (mj_forward calls, integrator steps, env steps, camera
     frames, resets), calls_per_step, and the settings. ``df.attrs["policy_s"]`` holds
     the excluded policy time.
 
-    >>> from workbench.benchmarks.metaworld import MetaWorldAdapter
-    >>> from workbench.plan import plan_episodes
-    >>> from workbench.policies import LoadContext, make_policy
-    >>> adapter = MetaWorldAdapter("MT1:reach-v3", image_size=32)
+    >>> from workbench.benchmarks import make_benchmark
+    >>> from workbench.contracts import LoadContext, plan_episodes
+    >>> from workbench.policies import make_policy
+    >>> adapter = make_benchmark("metaworld", suite="MT1:reach-v3", image_size=32)
     >>> policy = make_policy("expert")
     >>> _ = policy.load(LoadContext("metaworld-v1"))
     >>> df = profile_sim_stages(adapter, plan_episodes("metaworld", "MT1:reach-v3",
@@ -234,37 +205,38 @@ def profile_sim_stages(adapter: Any, episodes: Sequence[EpisodeSpec], policy: An
     """
     if not episodes:
         raise ValueError("profile_sim_stages needs at least one episode")
-    features = tuple(features or policy.capabilities.features)
-    chunk = chunk_size or policy.capabilities.chunk_size
-    every = render_every or chunk
-    if chunk < 1 or every < 1:
-        raise ValueError(f"chunk_size and render_every must be >= 1, got {chunk}, {every}")
-    limit = min(max_steps or adapter.max_steps, adapter.max_steps)
-    totals = StageTotals()
+    if observe not in OBSERVE:
+        raise ValueError(f"observe must be one of {list(OBSERVE)}; got {observe!r}")
+    timer = SimStageTimer()
     with mujoco_timing():
         if warm_up:
-            _warm_up(adapter, episodes[0], features)
+            build_contexts(adapter, episodes, policy.capabilities.features)
         for spec in episodes:
-            _profile_episode(adapter, policy, spec, features, chunk, every, limit, totals)
-    frame = stage_frame(totals, every, chunk, len(episodes))
-    frame.attrs["policy_s"] = totals.policy_s
+            result = run_episode(adapter, policy, spec, observe == "every_step", [timer],
+                                 max_steps or None)
+            if result.error_kind is not None:
+                raise RuntimeError(f"{spec.episode_id} failed while profiling: "
+                                   f"{result.error_message}")
+    frame = stage_frame(timer.totals, observe, policy.capabilities.chunk_size, len(episodes))
+    frame.attrs["policy_s"] = timer.totals.policy_s
     return frame
 
 
-def compare_render_schedules(adapter: Any, episodes: Sequence[EpisodeSpec], policy: Any,
-                             render_every: Sequence[int] = (1, 8), **options: Any) -> pd.DataFrame:
-    """:func:`profile_sim_stages` once per ``render_every`` value, stacked (long format)."""
-    return pd.concat([profile_sim_stages(adapter, episodes, policy, render_every=every,
-                                         **options) for every in render_every],
+def compare_observe_schedules(adapter: BenchmarkAdapter, episodes: Sequence[EpisodeSpec],
+                              policy: Any, schedules: Sequence[str] = OBSERVE,
+                              **options: Any) -> pd.DataFrame:
+    """:func:`profile_sim_stages` once per observation schedule, stacked (long format)."""
+    return pd.concat([profile_sim_stages(adapter, episodes, policy, observe=observe,
+                                         **options) for observe in schedules],
                      ignore_index=True)
 
 
 def sim_stage_table(profiles: pd.DataFrame, value: str = "total_s",
-                    by: str = "render_every") -> pd.DataFrame:
+                    by: str = "observe") -> pd.DataFrame:
     """Stages (paper order) by ``by`` settings, one ``value`` per cell, plus a total row.
 
     >>> t = StageTotals(control_s=2, physics_s=1, steps=4)
-    >>> sim_stage_table(stage_frame(t, 1, 8, 1)).loc["Simulator total"].tolist()
+    >>> sim_stage_table(stage_frame(t, "every_step", 8, 1)).loc["Simulator total"].tolist()
     [3.0]
     """
     table = profiles.pivot_table(index="stage", columns=by, values=value, aggfunc="sum")

@@ -20,7 +20,7 @@ from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.metrics import (agreement_rate, mean_interval_width, mmrv,
                                        order_swap_consistency, pearson_r, spearman_rho,
                                        success_rates, wilson_interval, win_rate_matrix)
-from workbench.ranking.rollout import Rollout, load_rollout, save_rollout, synthetic_rollout
+from workbench.ranking.synthetic import synthetic_rollout
 from workbench.ranking.sampling import (RolloutIndex, checkpoints, convergence_curve,
                                         demo_rollout_table, sample_comparisons,
                                         wins_from_preferences)
@@ -31,7 +31,6 @@ __all__ = [
     "BootstrapResult",
     "ConvergenceWarning",
     "DisconnectedComparisonsWarning",
-    "Rollout",
     "RolloutIndex",
     "adaptive_comparisons",
     "agreement_rate",
@@ -43,7 +42,6 @@ __all__ = [
     "fit_bradley_terry",
     "fit_bradley_terry_batch",
     "judge_comparisons",
-    "load_rollout",
     "mean_interval_width",
     "mmrv",
     "order_swap_consistency",
@@ -51,7 +49,6 @@ __all__ = [
     "plan_batch",
     "resample_wins",
     "sample_comparisons",
-    "save_rollout",
     "score_covariance",
     "spearman_rho",
     "success_rates",

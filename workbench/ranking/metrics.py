@@ -19,6 +19,8 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from workbench.contracts.stats import wilson_interval
+
 
 def _paired(a: ArrayLike, b: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -136,24 +138,6 @@ def win_rate_matrix(wins: ArrayLike) -> NDArray[np.float64]:
         rates = np.where(totals > 0, w / totals, np.nan)
     np.fill_diagonal(rates, np.nan)
     return rates
-
-
-def wilson_interval(successes: ArrayLike, trials: ArrayLike,
-                    level: float = 0.95) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Wilson score interval (lower, upper) for success proportions.
-
-    >>> lo, hi = wilson_interval(8, 10)
-    >>> round(float(lo), 3), round(float(hi), 3)
-    (0.49, 0.943)
-    """
-    k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
-    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
-        raise ValueError("need 0 <= successes <= trials and trials > 0")
-    z = stats.norm.ppf(0.5 + level / 2)
-    p = k / n
-    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
-    return centre - half, centre + half
 
 
 def success_rates(rollouts: pd.DataFrame, by: str | Sequence[str] = "policy",

@@ -1,8 +1,8 @@
 """R2S-Eval's published numbers: load the shared CSVs, recompute, compare with the paper.
 
-The CSVs live in ``shared/papers`` (see its README): Table II (real and simulated
-success per task and policy), Tables IX and X (BT scores per VLM judge at the
-2,000-comparison checkpoint). The paper's validation metrics (Tables III and IV) are
+The CSVs ship with the package (``workbench/data/papers``, copied from the project's
+``shared/papers``; see its README): Table II (real and simulated success per task and
+policy), Tables IX and X (BT scores per VLM judge at the 2,000-comparison checkpoint). The paper's validation metrics (Tables III and IV) are
 transcribed below; they are averages over checkpoints 500..2000, so one checkpoint's
 scores need not reproduce them exactly.
 
@@ -75,16 +75,17 @@ def average_rows_check() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "metric", "printed", "row_mean", "gap"])
 
 
-def find_papers_dir(hint: str | os.PathLike = "../shared/papers") -> Path:
-    """The folder of published CSVs: ``hint`` if it holds them, else ``shared/papers``
-    found one or two levels above the current directory or above this repository."""
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [Path(hint), Path("../shared/papers"), Path("../../shared/papers"),
-                  repo.parent / "shared" / "papers", repo / "shared" / "papers"]
-    for path in candidates:
-        if (path / SUCCESS_CSV).is_file():
-            return path.resolve()
-    raise FileNotFoundError(f"no {SUCCESS_CSV} in any of {[str(p) for p in candidates]}")
+PACKAGED = Path(__file__).resolve().parents[1] / "data" / "papers"
+
+
+def find_papers_dir(hint: str | os.PathLike | None = None) -> Path:
+    """The folder of published CSVs: ``hint`` when given (it must hold them), else the
+    copy that ships with the package."""
+    path = PACKAGED if not hint else Path(hint)
+    if not (path / SUCCESS_CSV).is_file():
+        raise FileNotFoundError(f"no {SUCCESS_CSV} in {path}; leave papers_dir empty for the "
+                                f"copy that ships with the workbench ({PACKAGED})")
+    return path.resolve()
 
 
 def load_bt_scores(papers_dir: str | os.PathLike, setting: str) -> pd.DataFrame:

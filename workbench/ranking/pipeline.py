@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from workbench.config import EvalConfig
 from workbench.policies.scripted import GRADED_LADDER, ScriptedExpert
 from workbench.ranking.adaptive import Oracle, adaptive_comparisons, uniform_comparisons
 from workbench.ranking.bootstrap import BootstrapResult, bootstrap_bradley_terry
@@ -43,9 +44,12 @@ from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.judges.offline import RolloutQuality, assess, pair_totals
 from workbench.ranking.metrics import mmrv, order_swap_consistency, spearman_rho
-from workbench.ranking.rollout import load_rollout
+from workbench.ranking.replay import replay_frames
 from workbench.ranking.sampling import RolloutIndex, convergence_curve, sample_comparisons
 from workbench.ranking.sampling import wins_from_preferences
+from workbench.records.rollout import load_rollout
+from workbench.reports import read_video_frames
+from workbench.runner import run
 
 Ladder = Sequence[Sequence[tuple[str, float]]]  # each rung: the defects it stacks
 CRITERIA = ("smoothness", "continuity", "task", "effort")
@@ -96,18 +100,14 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
                             benchmark: str = "metaworld", seed: int = 0) -> pd.DataFrame:
     """Run every ladder variant on the same episodes; return their rollout table.
 
-    Each variant writes under ``output_dir/<policy>/`` (the evaluator names files by
-    episode, so variants sharing a folder would overwrite each other's rollouts) and
-    resumes there: a second call with the same arguments runs nothing. ``video`` ("off",
+    Each variant runs through the runner and writes under ``output_dir/<policy>/``,
+    resuming there: a second call with the same arguments runs nothing. ``video`` ("off",
     "all" or the first N episodes) applies to the variants in ``video_policies`` (all
     when None) and only to episodes this call runs (a resumed run records none);
     rendering is the slow part (software EGL: ~90 ms a frame), and
     :func:`replay_frames` renders just the frames a figure needs instead.
     Rows come in ladder order, so ``table["policy"].unique()`` is the known order.
     """
-    from workbench.config import EvalConfig
-    from workbench.evaluate import evaluate
-
     frames = []
     for rung, name in zip(ladder, graded_policy_names(ladder)):
         wants = video_policies is None or name in video_policies
@@ -118,7 +118,7 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
                             video=video if wants else "off", progress=False)
         with warnings.catch_warnings():  # MetaWorld's experts warn about their own gains
             warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
-            frames.append(rollout_table(evaluate(config).results))
+            frames.append(rollout_table(run(config).results))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -466,43 +466,11 @@ def strip_example(separated: pd.DataFrame) -> pd.Series:
     return separated.iloc[0]
 
 
-def replay_frames(suite: str, task: str, init_id: int, rollout_path: str, count: int = 6,
-                  image_size: int = 96, benchmark: str = "metaworld",
-                  seed: int = 0) -> tuple[list[NDArray[np.uint8]], float]:
-    """Frames of a recorded rollout without its video: replay its actions from its
-    initial state and render only ``count`` states spread over the episode (first and
-    last included), so a frame strip costs ``count`` renders, not one per step.
-
-    Also returns the largest gap between the replayed and the recorded end-effector
-    state: 0 when the simulator is deterministic and the frames show the judged rollout.
-    """
-    from workbench.benchmarks import make_benchmark
-    from workbench.plan import EpisodeSpec
-
-    rollout = load_rollout(rollout_path)
-    wanted = set(np.linspace(0, rollout.steps, count).round().astype(int).tolist())
-    adapter = make_benchmark(benchmark, suite=suite, seed=seed, image_size=image_size)
-    frames, gap = [], 0.0
-    try:
-        adapter.reset(EpisodeSpec(benchmark, suite, task, int(init_id), int(init_id)))
-        for t in range(rollout.steps + 1):
-            gap = max(gap, float(np.abs(adapter.trajectory_state() - rollout.state[t]).max()))
-            if t in wanted:
-                frames.append(adapter.render("images.primary"))
-            if t < rollout.steps:
-                adapter.step(rollout.actions[t])
-    finally:
-        adapter.close()
-    return frames, gap
-
-
 def pair_frames(example: pd.Series, suite: str, count: int = 6, image_size: int = 96,
                 benchmark: str = "metaworld") -> tuple[list[list[NDArray[np.uint8]]], float]:
     """Frames of both rollouts of a :func:`same_success_separated` row, winner first:
     read from their videos when both have one, else replayed (:func:`replay_frames`).
     Returns (rows of frames, largest replay state gap; 0 for videos)."""
-    from workbench.reports import read_video_frames
-
     videos = [example["winner_video"], example["loser_video"]]
     if all(isinstance(v, str) and v for v in videos):
         return [read_video_frames(v, count) for v in videos], 0.0

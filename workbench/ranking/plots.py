@@ -17,22 +17,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from workbench.contracts.plotting import figure_axes
 from workbench.ranking.metrics import win_rate_matrix
-
-
-def _axes(ax: Any = None, size: tuple[float, float] = (6, 4)) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=size)
-        return fig, ax
-    return ax.figure, ax
 
 
 def plot_scores(policies: Sequence[str], scores: ArrayLike, lower: ArrayLike | None = None,
                 upper: ArrayLike | None = None, ax: Any = None) -> tuple[Any, Any]:
     """Bars of BT scores per policy, with interval whiskers when given."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax, (6, 4))
     s = np.asarray(scores, np.float64)
     err = None
     if lower is not None and upper is not None:
@@ -47,7 +39,7 @@ def plot_scores(policies: Sequence[str], scores: ArrayLike, lower: ArrayLike | N
 
 def plot_convergence(curve: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Score per policy against comparisons per pair (from ``convergence_curve``)."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax, (6, 4))
     for policy, part in curve.groupby("policy", sort=False):
         ax.plot(part["checkpoint"], part["score"], marker=".", label=str(policy))
         if "lower" in part:
@@ -60,7 +52,7 @@ def plot_convergence(curve: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 def plot_win_rates(wins: ArrayLike, policies: Sequence[str], ax: Any = None) -> tuple[Any, Any]:
     """Heat map of win rates: row policy's share of wins against the column policy."""
-    fig, ax = _axes(ax, (5, 4.5))
+    fig, ax = figure_axes(ax, (5, 4.5))
     rates = win_rate_matrix(wins)
     image = ax.imshow(rates, vmin=0, vmax=1, cmap="RdBu_r")
     ax.set_xticks(range(len(policies)), list(policies), rotation=45, ha="right")
@@ -74,7 +66,7 @@ def plot_win_rates(wins: ArrayLike, policies: Sequence[str], ax: Any = None) -> 
 
 def plot_real_vs_sim(means: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Mean real against mean simulated success (%) per policy, with the y = x line."""
-    fig, ax = _axes(ax, (4.5, 4.5))
+    fig, ax = figure_axes(ax, (4.5, 4.5))
     ax.scatter(means["real"], means["sim"], color="tab:green")
     for policy, row in means.iterrows():
         ax.annotate(str(policy), (row["real"], row["sim"]), fontsize=8,
@@ -88,7 +80,7 @@ def plot_real_vs_sim(means: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 def plot_real_sim_gaps(gaps: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Heat map of sim - real success (pp) per task (rows) and policy (columns)."""
-    fig, ax = _axes(ax, (7, 4.5))
+    fig, ax = figure_axes(ax, (7, 4.5))
     table = gaps.pivot(index="task", columns="policy", values="gap_pp")
     bound = float(np.nanmax(np.abs(table.to_numpy()))) or 1.0
     image = ax.imshow(table.to_numpy(), cmap="PuOr", vmin=-bound, vmax=bound)
@@ -101,7 +93,7 @@ def plot_real_sim_gaps(gaps: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 def plot_reported_vs_recomputed(compared: pd.DataFrame, metric: str, ax: Any = None) -> tuple[Any, Any]:
     """Per judge, the recomputed ``metric`` (dot) and the paper's value (cross), with a
     line between them: the gap. The axis is zoomed to the values."""
-    fig, ax = _axes(ax, (7, 3.5))
+    fig, ax = figure_axes(ax, (7, 3.5))
     x = np.arange(len(compared))
     mine, theirs = compared[metric].to_numpy(), compared[f"{metric}_reported"].to_numpy()
     ax.vlines(x, np.minimum(mine, theirs), np.maximum(mine, theirs), color="grey", linewidth=1)
@@ -119,9 +111,9 @@ def plot_trajectory_pair(paths: Sequence[str], labels: Sequence[str], ax: Any = 
     """End-effector x, y, z against step for rollouts (``.npz`` paths): one colour per
     axis, one line style per rollout (solid, dashed, ...); with ``gripper`` the gripper
     command (what the offline judge's effort criterion reads) in grey on a right axis."""
-    from workbench.ranking.rollout import load_rollout
+    from workbench.records.rollout import load_rollout
 
-    fig, ax = _axes(ax, (7, 3.5))
+    fig, ax = figure_axes(ax, (7, 3.5))
     right = ax.twinx() if gripper else None
     for path, label, style in zip(paths, labels, ("-", "--", ":", "-.")):
         rollout = load_rollout(path)
@@ -158,7 +150,7 @@ def plot_frame_pair(rows: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
     count = min(len(r) for r in rows)
     columns = [np.concatenate([r[k] for r in rows], axis=0) for k in range(count)]
     titles = [f"{k / max(count - 1, 1):.0%}" for k in range(count)]
-    fig, ax = _axes(ax, (1.6 * count + 1.5, 1.7 * len(rows)))
+    fig, ax = figure_axes(ax, (1.6 * count + 1.5, 1.7 * len(rows)))
     plot_frame_strip(columns, titles, ax=ax)
     height = rows[0][0].shape[0]
     for k, label in enumerate(labels):

@@ -1,7 +1,8 @@
-"""Records: per-episode results in SQLite, videos and rollout arrays."""
+"""Records: per-episode results in SQLite, videos, and rollout arrays."""
 
-from workbench.records.media import episode_filename, write_rollout, write_video
-from workbench.records.store import EpisodeResult, RecordStore, load_results
+from workbench.records.media import episode_filename, wants_video, write_video
+from workbench.records.rollout import Rollout, load_rollout, save_rollout
+from workbench.records.store import RecordStore, load_results
 
-__all__ = ["EpisodeResult", "RecordStore", "episode_filename", "load_results", "write_rollout",
-           "write_video"]
+__all__ = ["RecordStore", "Rollout", "episode_filename", "load_results", "load_rollout",
+           "save_rollout", "wants_video", "write_video"]

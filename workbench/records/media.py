@@ -1,8 +1,6 @@
-"""Per-episode media: MP4 videos (imageio-ffmpeg) and rollout arrays (``.npz``).
+"""Per-episode media: MP4 videos (imageio-ffmpeg) and the names of episode files.
 
-A rollout file holds ``actions`` (T, dim) float32, ``state`` (T+1, 4) float32 (the
-adapter's trajectory state before each step and after the last), ``success`` (T,)
-bool and ``reward`` (T,) float32: what the offline judge and analyses read.
+Rollout arrays have their own module, :mod:`workbench.records.rollout`.
 """
 
 from __future__ import annotations
@@ -36,22 +34,6 @@ def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray], fps: int 
                             ffmpeg_log_level="error") as writer:
         for frame in frames:
             writer.append_data(frame)
-    return str(path)
-
-
-def write_rollout(path: str | os.PathLike, actions: Sequence[np.ndarray],
-                  states: Sequence[np.ndarray], success: Sequence[bool],
-                  reward: Sequence[float]) -> str:
-    """Write a rollout ``.npz`` (see the module docstring); returns the path."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    dim = actions[0].shape[-1] if len(actions) else 0
-    np.savez_compressed(
-        path,
-        actions=np.asarray(actions, np.float32).reshape(len(actions), dim),
-        state=np.asarray(states, np.float32),
-        success=np.asarray(success, bool),
-        reward=np.asarray(reward, np.float32),
-    )
     return str(path)
 
 

@@ -5,14 +5,12 @@ status that only moves forward: ``planned`` -> ``claimed`` -> ``finished``. A cl
 succeeds once; an episode left ``claimed`` by a crash is never silently retried:
 :meth:`RecordStore.recover` marks it finished with an infrastructure error.
 
-Error kinds keep infrastructure apart from task failure: ``None`` (the episode ran;
-``success`` says how it went), ``policy`` (the policy raised or broke the action
-contract: a failure of the policy), ``infrastructure`` (simulator, worker or harness
-failure: excluded from success rates).
+Error kinds (:class:`~workbench.contracts.results.ErrorKind`) keep infrastructure
+apart from task failure; infrastructure errors are excluded from success rates.
 
 >>> import tempfile, os
 >>> store = RecordStore(os.path.join(tempfile.mkdtemp(), "run.sqlite"))
->>> from workbench.plan import plan_episodes
+>>> from workbench.contracts.plan import plan_episodes
 >>> plan = plan_episodes("metaworld", "MT10", ["reach-v3"], 2)
 >>> store.create_run("r1", plan, {"policy": "expert"})
 'r1'
@@ -29,15 +27,13 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from workbench.plan import EpisodeSpec
-
-ERROR_KINDS = (None, "policy", "infrastructure")
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.results import EpisodeResult, ErrorKind
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -70,27 +66,13 @@ CREATE TABLE IF NOT EXISTS episodes (
     error_message TEXT,
     video_path TEXT,
     rollout_path TEXT,
+    policy_calls INTEGER,
+    observations INTEGER,
     PRIMARY KEY (run_id, episode_id)
 );
 """
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """What one finished episode recorded. ``terminal_step``: step of first success, else None."""
-
-    success: bool
-    terminal_step: int | None
-    steps: int
-    wall_s: float
-    error_kind: str | None = None
-    error_message: str | None = None
-    video_path: str | None = None
-    rollout_path: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.error_kind not in ERROR_KINDS:
-            raise ValueError(f"error_kind must be one of {ERROR_KINDS}, got {self.error_kind!r}")
+# columns added after the first release, with their types (older files gain them on open)
+_ADDED_COLUMNS = {"policy_calls": "INTEGER", "observations": "INTEGER"}
 
 
 def plan_hash(plan: Sequence[EpisodeSpec]) -> str:
@@ -106,6 +88,13 @@ class RecordStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn: sqlite3.Connection | None = None
         self._connect().executescript(_SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        have = {row[1] for row in self._connect().execute("PRAGMA table_info(episodes)")}
+        for name, kind in _ADDED_COLUMNS.items():
+            if name not in have:
+                self._connect().execute(f"ALTER TABLE episodes ADD COLUMN {name} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -180,11 +169,13 @@ class RecordStore:
         with self._tx() as c:
             cur = c.execute(
                 "UPDATE episodes SET status='finished', finished_at=?, success=?, terminal_step=?,"
-                " steps=?, wall_s=?, error_kind=?, error_message=?, video_path=?, rollout_path=?"
+                " steps=?, wall_s=?, error_kind=?, error_message=?, video_path=?, rollout_path=?,"
+                " policy_calls=?, observations=?"
                 " WHERE run_id=? AND episode_id=? AND status='claimed'",
                 (time.time(), int(result.success), result.terminal_step, result.steps,
-                 result.wall_s, result.error_kind, result.error_message, result.video_path,
-                 result.rollout_path, run_id, episode_id))
+                 result.wall_s, None if result.error_kind is None else result.error_kind.value,
+                 result.error_message, result.video_path, result.rollout_path,
+                 result.policy_calls, result.observations, run_id, episode_id))
             if cur.rowcount != 1:
                 raise ValueError(f"episode {episode_id!r} of run {run_id!r} is not claimed; "
                                  "results are written once, to claimed episodes")
@@ -197,14 +188,10 @@ class RecordStore:
                 (run_id,))]
             c.execute(
                 "UPDATE episodes SET status='finished', finished_at=?, success=0, steps=0,"
-                " error_kind='infrastructure', error_message=? WHERE run_id=? AND status='claimed'",
-                (time.time(), f"interrupted: {reason} (not retried)", run_id))
+                " error_kind=?, error_message=? WHERE run_id=? AND status='claimed'",
+                (time.time(), ErrorKind.INFRASTRUCTURE.value,
+                 f"interrupted: {reason} (not retried)", run_id))
         return ids
-
-    def fail_claimed(self, run_id: str, episode_id: str, message: str) -> None:
-        """Record an infrastructure error for a claimed episode (a dead worker, say)."""
-        self.finish(run_id, episode_id, EpisodeResult(False, None, 0, 0.0, "infrastructure",
-                                                      message))
 
     # -- reading ----------------------------------------------------------------
     def runs(self) -> pd.DataFrame:
@@ -222,7 +209,8 @@ class RecordStore:
         return df
 
     def iter_json(self, run_id: str | None = None) -> Iterator[dict[str, Any]]:
-        """One JSON-ready dict per episode: task, episode, success, terminal_step, steps, error."""
+        """One JSON-ready dict per episode: task, episode, success, terminal_step, steps,
+        policy_calls, error, worker, ..."""
         for row in self.results(run_id).to_dict("records"):
             yield {
                 "run_id": row["run_id"], "episode_id": row["episode_id"], "task": row["task"],
@@ -231,6 +219,8 @@ class RecordStore:
                 "success": None if pd.isna(row["success"]) else bool(row["success"]),
                 "terminal_step": _int_or_none(row["terminal_step"]),
                 "steps": _int_or_none(row["steps"]), "wall_s": _float_or_none(row["wall_s"]),
+                "policy_calls": _int_or_none(row["policy_calls"]),
+                "observations": _int_or_none(row["observations"]), "worker": row["worker"],
                 "error": None if row["error_kind"] is None else
                 {"kind": row["error_kind"], "message": row["error_message"]},
                 "diagnostic": bool(row["diagnostic"]),

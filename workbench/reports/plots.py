@@ -7,19 +7,12 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-
-def _axes(ax: Any, figsize: tuple[float, float] = (6, 3.5)) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
-    return ax.figure, ax
+from workbench.contracts.plotting import figure_axes
 
 
 def plot_success(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
-    """Bar chart of success rate per task from :func:`workbench.evaluate.summarize`."""
-    fig, ax = _axes(ax)
+    """Bar chart of success rate per task from :func:`workbench.contracts.results.summarize`."""
+    fig, ax = figure_axes(ax)
     rows = summary[summary["task"] != "ALL"]
     ax.bar(rows["task"], rows["success_rate"], color="tab:blue")
     ax.set_ylim(0, 1.05)
@@ -50,7 +43,7 @@ def _has_pyav() -> bool:
 def plot_frame_strip(frames: Sequence[np.ndarray], titles: Sequence[str] | None = None,
                      ax: Any = None) -> tuple[Any, Any]:
     """Frames side by side in one image, optionally titled per frame."""
-    fig, ax = _axes(ax, figsize=(2.2 * max(len(frames), 1), 2.4))
+    fig, ax = figure_axes(ax, figsize=(2.2 * max(len(frames), 1), 2.4))
     ax.imshow(np.concatenate(list(frames), axis=1))
     ax.set_axis_off()
     if titles:

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workbench.evaluate import summarize
-from workbench.ranking.metrics import wilson_interval
+from workbench.contracts.results import summarize
+from workbench.contracts.stats import wilson_interval
 
 
 def report_data(results: pd.DataFrame) -> dict[str, Any]:

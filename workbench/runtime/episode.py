@@ -1,38 +1,78 @@
-"""One episode, stepped in-process: the semantics every runtime must reproduce.
+"""One episode, stepped in-process: the one step loop of the workbench.
 
-``observe_every_step=True`` is the official-like behaviour (an observation rendered
-at every step whether the policy reads it or not); ``False`` renders only when the
-policy is about to read (at action-chunk boundaries). Both give the policy the same
+:class:`EpisodeStepper` is the only code that calls an adapter's ``step``, and
+:func:`run_episode` drives it with a policy. Every runtime
+(the sequential backend, each pool worker, each Ray shard) runs episodes through it,
+and whatever else wants to watch an episode (rollout and video recorders, profilers,
+demonstration collectors, frame replays) attaches an :class:`EpisodeObserver` instead
+of stepping on its own.
+
+``observe_every_step=True`` is the official-like behaviour (an observation read at
+every step whether the policy reads it or not); ``False`` reads only when the policy
+is about to act (at action-chunk boundaries). Both give the policy the same
 observations at the steps it reads, so outcomes are identical.
+
+Who is to blame: a failure to reset, render, read or step the environment, or an
+observation that breaks the benchmark's own protocol, is an infrastructure error; an
+exception in the policy (or an action that breaks the contract) is a policy error;
+an :class:`~workbench.contracts.results.InfrastructureError` raised on the policy's
+side (a dead replica, a transport that failed) stays an infrastructure error.
 """
 
 from __future__ import annotations
 
 import time
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter
-from workbench.benchmarks.protocols import ContractError, validate_action, validate_observation
-from workbench.plan import EpisodeSpec
-from workbench.policies.base import EpisodeContext, Policy
-from workbench.records.media import write_rollout, write_video
-from workbench.records.store import EpisodeResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.contracts.capabilities import EpisodeContext
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.protocols import ContractError, validate_action, validate_observation
+from workbench.contracts.results import (EpisodeResult, ErrorKind, InfrastructureError,
+                                         describe_exception)
+from workbench.records.media import episode_filename, write_video
+from workbench.records.rollout import Rollout, save_rollout
+
+CAMERA_PREFIX = "images."
 
 
-@dataclass
-class Trace:
-    """What one episode produced step by step (for rollout files and videos)."""
+class EpisodeObserver:
+    """Watches episodes through the step loop. Every method is optional (a no-op here).
 
-    actions: list[np.ndarray] = field(default_factory=list)
-    states: list[np.ndarray] = field(default_factory=list)
-    success: list[bool] = field(default_factory=list)
-    reward: list[float] = field(default_factory=list)
-    frames: list[np.ndarray] = field(default_factory=list)
-    observed_steps: list[int] = field(default_factory=list)
+    The loop calls, in order: :meth:`on_reset` once; then per step, when it reads an
+    observation, :meth:`on_observe`; when the policy is asked, :meth:`on_act`; then
+    :meth:`before_step` and :meth:`after_step` around the environment step; finally
+    :meth:`on_end` with the episode's result. Observers must not step the adapter.
+    """
+
+    def on_reset(self, adapter: BenchmarkAdapter, spec: EpisodeSpec, seconds: float) -> None:
+        """The environment was reset to ``spec``'s initial state, taking ``seconds``."""
+
+    def on_observe(self, adapter: BenchmarkAdapter, step: int, observation: dict[str, Any],
+                   render_s: float, read_s: float) -> None:
+        """An observation was read: cameras rendered in ``render_s``, the rest in ``read_s``."""
+
+    def on_act(self, step: int, observation: dict[str, Any], actions: np.ndarray,
+               seconds: float) -> None:
+        """The policy returned ``actions`` (k, dim) for ``observation`` in ``seconds``."""
+
+    def before_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray) -> None:
+        """``action`` is about to be applied; the adapter still shows the pre-step state."""
+
+    def after_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray,
+                   result: StepResult, seconds: float) -> None:
+        """``action`` was applied, taking ``seconds``."""
+
+    def on_end(self, adapter: BenchmarkAdapter, spec: EpisodeSpec,
+               result: EpisodeResult) -> None:
+        """The episode ended with ``result``."""
+
+
+def episode_context(adapter: BenchmarkAdapter, spec: EpisodeSpec) -> EpisodeContext:
+    return EpisodeContext(spec.episode_id, spec.task, adapter.instruction(spec.task), spec.seed)
 
 
 def warm_up(adapter: BenchmarkAdapter, plan: Sequence[EpisodeSpec],
@@ -45,109 +85,242 @@ def warm_up(adapter: BenchmarkAdapter, plan: Sequence[EpisodeSpec],
     return time.perf_counter() - start
 
 
-def episode_context(adapter: BenchmarkAdapter, spec: EpisodeSpec) -> EpisodeContext:
-    return EpisodeContext(spec.episode_id, spec.task, adapter.instruction(spec.task), spec.seed)
-
-
-def read_observation(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
-                     step: int) -> dict[str, Any]:
-    """Render and validate the features the policy reads, tagged with episode id and step."""
-    features = policy.capabilities.features
-    obs = adapter.observe(features)
-    validate_observation(adapter.protocol, obs, features)
-    obs["episode_id"], obs["step"] = spec.episode_id, step
-    return obs
-
-
-class InfrastructureError(RuntimeError):
-    """The harness failed (a replica or simulator process died), not the policy."""
-
-
-def run_episode(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
-                observe_every_step: bool = True, video: bool = False) -> tuple[EpisodeResult, Trace]:
-    """Run one episode to success, truncation or error; never raises for policy faults.
+def run_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,
+                observe_every_step: bool = True,
+                observers: Sequence[EpisodeObserver] = (),
+                max_steps: int | None = None) -> EpisodeResult:
+    """Run one episode to success, truncation or error; never raises for its faults.
 
     ``policy`` is a loaded Policy or anything with the same ``capabilities``, ``reset``,
-    ``act`` and ``end_episode`` (a runtime's proxy to a remote replica).
+    ``act`` and ``end_episode`` (a pool worker's proxy to a remote replica).
+    max_steps caps the episode below the adapter's own limit (None: the adapter's).
     """
-    start, trace = time.perf_counter(), Trace()
+    stepper = EpisodeStepper(adapter, spec, observers)
+    loop = _Loop(stepper, policy, observe_every_step,
+                 adapter.max_steps if max_steps is None else min(max_steps, adapter.max_steps))
+    start = time.perf_counter()
     try:
         policy.reset(episode_context(adapter, spec))
     except Exception as exc:
-        kind = "infrastructure" if isinstance(exc, InfrastructureError) else "policy"
-        return EpisodeResult(False, None, 0, time.perf_counter() - start, kind,
-                             f"reset: {_describe(exc)}"), trace
-    kind, message, terminal = _step_loop(adapter, policy, spec, observe_every_step, video, trace)
-    try:
-        policy.end_episode(spec.episode_id)
-    except Exception as exc:
-        if kind is None:
-            kind = "infrastructure" if isinstance(exc, InfrastructureError) else "policy"
-            message = f"end_episode: {_describe(exc)}"
-    if trace.actions and len(trace.states) == len(trace.actions):
-        trace.states.append(adapter.trajectory_state())
-    return EpisodeResult(terminal is not None, terminal, len(trace.actions),
-                         time.perf_counter() - start, kind, message), trace
-
-
-def _step_loop(adapter: BenchmarkAdapter, policy: Policy, spec: EpisodeSpec,
-               observe_every_step: bool, video: bool,
-               trace: Trace) -> tuple[str | None, str | None, int | None]:
-    chunk_size = policy.capabilities.chunk_size
-    try:
-        adapter.reset(spec)
-    except Exception as exc:  # the simulator failed, not the policy
-        return "infrastructure", _describe(exc), None
-    queue: list[np.ndarray] = []
-    obs: dict[str, Any] | None = None
-    for step in range(adapter.max_steps):
-        read_now = observe_every_step or not queue
+        result = EpisodeResult.failed(_blame(exc), f"reset: {describe_exception(exc)}")
+    else:
+        kind, message, terminal = loop.run()
         try:
-            if read_now:
-                obs = read_observation(adapter, policy, spec, step)
+            policy.end_episode(spec.episode_id)
+        except Exception as exc:
+            if kind is None:
+                kind, message = _blame(exc), f"end_episode: {describe_exception(exc)}"
+        result = EpisodeResult(terminal is not None, terminal, stepper.steps,
+                               time.perf_counter() - start, kind, message,
+                               policy_calls=loop.policy_calls, observations=stepper.observations)
+    for observer in observers:
+        observer.on_end(adapter, spec, result)
+    return result
+
+
+def _blame(exc: BaseException) -> ErrorKind:
+    return ErrorKind.INFRASTRUCTURE if isinstance(exc, InfrastructureError) else ErrorKind.POLICY
+
+
+class EpisodeStepper:
+    """The environment side of one episode: reset, read observations, apply actions, and
+    tell the observers. The one place an adapter is stepped (:meth:`apply`); the policy
+    side is :func:`run_episode`'s loop, or a gymnasium user's own
+    (:class:`workbench.runtime.gym_env.CanonicalEnv`). Its methods raise what the
+    adapter raises; the caller decides whom to blame."""
+
+    def __init__(self, adapter: BenchmarkAdapter, spec: EpisodeSpec,
+                 observers: Sequence[EpisodeObserver] = ()) -> None:
+        self.adapter, self.spec, self.observers = adapter, spec, tuple(observers)
+        self.steps = 0
+        self.observations = 0
+
+    def reset(self) -> None:
+        start = time.perf_counter()
+        self.adapter.reset(self.spec)
+        self.steps = 0
+        self.notify("on_reset", self.adapter, self.spec, time.perf_counter() - start)
+
+    def read(self, features: Sequence[str]) -> dict[str, Any]:
+        """The features, checked against the benchmark's protocol (cameras rendered first,
+        timed apart), tagged with ``episode_id`` and ``step``."""
+        cameras = [f for f in features if f.startswith(CAMERA_PREFIX)]
+        others = [f for f in features if not f.startswith(CAMERA_PREFIX)]
+        start = time.perf_counter()
+        obs = self.adapter.observe(cameras) if cameras else {}
+        rendered = time.perf_counter()
+        if others:
+            obs.update(self.adapter.observe(others))
+        read = time.perf_counter()
+        validate_observation(self.adapter.protocol, obs, tuple(features))
+        self.observations += 1
+        self.notify("on_observe", self.adapter, self.steps, obs,
+                    rendered - start if cameras else 0.0, read - rendered)
+        return obs | {"episode_id": self.spec.episode_id, "step": self.steps}
+
+    def apply(self, action: np.ndarray) -> StepResult:
+        """Apply one validated ``(dim,)`` action."""
+        step = self.steps
+        self.notify("before_step", self.adapter, step, action)
+        start = time.perf_counter()
+        result = self.adapter.step(action)
+        self.steps += 1
+        self.notify("after_step", self.adapter, step, action, result,
+                    time.perf_counter() - start)
+        return result
+
+    def notify(self, hook: str, *args: Any) -> None:
+        for observer in self.observers:
+            getattr(observer, hook)(*args)
+
+
+@dataclass
+class _Loop:
+    stepper: EpisodeStepper
+    policy: Any
+    observe_every_step: bool
+    limit: int
+    policy_calls: int = 0
+
+    def run(self) -> tuple[ErrorKind | None, str | None, int | None]:
+        """(error kind, message, terminal step) of the episode."""
+        caps, stepper = self.policy.capabilities, self.stepper
+        try:
+            stepper.reset()
+        except Exception as exc:
+            return ErrorKind.INFRASTRUCTURE, f"reset: {describe_exception(exc)}", None
+        queue: list[np.ndarray] = []
+        obs: dict[str, Any] = {}
+        for step in range(self.limit):
+            if self.observe_every_step or not queue:
+                try:
+                    obs = stepper.read(caps.features)
+                except Exception as exc:  # the simulator or renderer failed, not the policy
+                    return (ErrorKind.INFRASTRUCTURE,
+                            f"step {step}: observation: {describe_exception(exc)}", None)
             if not queue:
-                trace.observed_steps.append(step)
-                queue = list(validate_action(adapter.protocol, policy.act(obs))[:chunk_size])
-        except ContractError as exc:
-            return "policy", f"step {step}: {exc}", None
-        except InfrastructureError as exc:
-            return "infrastructure", f"step {step}: {exc}", None
-        except Exception as exc:
-            return "policy", f"step {step}: policy raised {_describe(exc)}", None
-        action = queue.pop(0)
-        if video:
-            trace.frames.append(obs["images.primary"] if read_now and "images.primary" in obs
-                                else adapter.render("images.primary"))
-        trace.states.append(adapter.trajectory_state())
-        try:
-            result = adapter.step(action)
-        except Exception as exc:
-            return "infrastructure", f"step {step}: simulator raised {_describe(exc)}", None
-        trace.actions.append(action)
-        trace.success.append(result.success)
-        trace.reward.append(result.reward)
-        if result.success:
-            return None, None, step + 1
-        if result.done:
-            break
-    return None, None, None
+                try:
+                    queue = self._act(obs, step, caps.chunk_size)
+                except InfrastructureError as exc:
+                    return ErrorKind.INFRASTRUCTURE, f"step {step}: {exc}", None
+                except ContractError as exc:
+                    return ErrorKind.POLICY, f"step {step}: {exc}", None
+                except Exception as exc:
+                    return (ErrorKind.POLICY,
+                            f"step {step}: policy raised {describe_exception(exc)}", None)
+            try:
+                result = stepper.apply(queue.pop(0))
+            except Exception as exc:
+                return (ErrorKind.INFRASTRUCTURE,
+                        f"step {step}: simulator raised {describe_exception(exc)}", None)
+            if result.success:
+                return None, None, step + 1
+            if result.done:
+                break
+        return None, None, None
+
+    def _act(self, obs: dict[str, Any], step: int, chunk_size: int) -> list[np.ndarray]:
+        start = time.perf_counter()
+        self.policy_calls += 1
+        chunk = validate_action(self.stepper.adapter.protocol, self.policy.act(obs))[:chunk_size]
+        self.stepper.notify("on_act", step, obs, chunk, time.perf_counter() - start)
+        return list(chunk)
 
 
-def _describe(exc: BaseException) -> str:
-    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+# -- recorders -----------------------------------------------------------------------------
+@dataclass
+class RolloutRecorder(EpisodeObserver):
+    """Collects what the rollout file holds: actions, trajectory states, success, reward."""
+
+    actions: list[np.ndarray] = field(default_factory=list)
+    states: list[np.ndarray] = field(default_factory=list)
+    success: list[bool] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+
+    def before_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray) -> None:
+        self.states.append(adapter.trajectory_state())
+
+    def after_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray,
+                   result: StepResult, seconds: float) -> None:
+        self.actions.append(action)
+        self.success.append(result.success)
+        self.reward.append(result.reward)
+
+    def on_end(self, adapter: BenchmarkAdapter, spec: EpisodeSpec,
+               result: EpisodeResult) -> None:
+        if self.actions and len(self.states) == len(self.actions):
+            self.states.append(adapter.trajectory_state())
+
+    def rollout(self) -> Rollout | None:
+        """The episode as a :class:`~workbench.records.rollout.Rollout` (None if no step)."""
+        if not self.actions:
+            return None
+        return Rollout(np.asarray(self.actions, np.float32), np.asarray(self.states, np.float32),
+                       np.asarray(self.success, bool), np.asarray(self.reward, np.float32))
 
 
-def save_episode_media(trace: Trace, stem: str, out_dir: str | None,
-                       video: bool) -> tuple[str | None, str | None]:
-    """Write the rollout ``.npz`` (and the MP4 when ``video``); returns their paths."""
-    if out_dir is None:
-        return None, None
-    rollout = None
-    if trace.actions:
-        rollout = write_rollout(f"{out_dir}/rollouts/{stem}.npz", trace.actions, trace.states,
-                                trace.success, trace.reward)
-    clip = write_video(f"{out_dir}/videos/{stem}.mp4", trace.frames) if video and trace.frames \
-        else None
-    return clip, rollout
+@dataclass
+class VideoRecorder(EpisodeObserver):
+    """Keeps one camera's frame before every step, reusing the policy's observation
+    when it read that camera at that step (no second render)."""
+
+    feature: str
+    frames: list[np.ndarray] = field(default_factory=list)
+    _seen: tuple[int, np.ndarray] | None = None
+
+    def on_observe(self, adapter: BenchmarkAdapter, step: int, observation: dict[str, Any],
+                   render_s: float, read_s: float) -> None:
+        frame = observation.get(self.feature)
+        self._seen = None if frame is None else (step, frame)
+
+    def before_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray) -> None:
+        if self._seen is not None and self._seen[0] == step:
+            self.frames.append(self._seen[1])
+        else:
+            self.frames.append(adapter.render(self.feature))
+
+
+def video_feature(adapter: BenchmarkAdapter) -> str:
+    """The camera a video shows: the protocol's first camera feature."""
+    return next(f.name for f in adapter.protocol.features if f.name.startswith(CAMERA_PREFIX))
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """How a runtime runs and records one episode.
+
+    out_dir None records no files; video records an MP4 of this episode.
+    """
+
+    observe_every_step: bool
+    run_id: str
+    out_dir: str | None = None
+    video: bool = False
+    max_steps: int | None = None
+
+
+def run_recorded_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,
+                         options: EpisodeOptions,
+                         observers: Sequence[EpisodeObserver] = ()) -> EpisodeResult:
+    """:func:`run_episode` with its rollout file (and video) written under ``out_dir``;
+    the result carries their paths. A failure to write them is an infrastructure error."""
+    recorders: list[EpisodeObserver] = []
+    rollout = RolloutRecorder() if options.out_dir is not None else None
+    video = VideoRecorder(video_feature(adapter)) if options.video else None
+    recorders += [r for r in (rollout, video) if r is not None]
+    result = run_episode(adapter, policy, spec, options.observe_every_step,
+                         [*recorders, *observers], options.max_steps)
+    if options.out_dir is None:
+        return result
+    stem = f"{options.out_dir}/%s/{episode_filename(spec.episode_id, options.run_id)}"
+    try:
+        record = rollout.rollout() if rollout is not None else None
+        rollout_path = save_rollout(record, stem % "rollouts" + ".npz") if record else None
+        clip = write_video(stem % "videos" + ".mp4", video.frames) \
+            if video is not None and video.frames else None
+    except Exception as exc:
+        if result.error_kind is not None:
+            return result
+        return replace(result, error_kind=ErrorKind.INFRASTRUCTURE,
+                       error_message=f"writing episode files: {describe_exception(exc)}")
+    return replace(result, video_path=clip, rollout_path=rollout_path)

@@ -16,14 +16,16 @@ import multiprocessing as mp
 import resource
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import psutil
 
-from workbench.benchmarks.base import BenchmarkAdapter
-from workbench.plan import EpisodeSpec
-from workbench.policies.base import LoadContext, Policy
+from workbench.contracts.capabilities import LoadContext
+from workbench.contracts.plan import EpisodeSpec
+from workbench.runtime.episode import run_episode, warm_up
+from workbench.runtime.job import Components
 from workbench.runtime.pool import process_context
+from workbench.runtime.replica import pin_threads
 
 
 @dataclass(frozen=True)
@@ -50,21 +52,21 @@ class StepCost:
         return self.steps / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _measure(make_adapter: Callable[[], BenchmarkAdapter], make_policy: Callable[[], Policy],
-             plan: Sequence[EpisodeSpec], queue: mp.Queue, barrier: Any) -> None:
-    from workbench.runtime.episode import run_episode, warm_up
-    from workbench.runtime.replica import pin_threads
-
+def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
+             barrier: Any) -> None:
     pin_threads(1)
-    import torch
+    try:
+        import torch
 
-    torch.set_num_threads(1)
-    adapter, policy = make_adapter(), make_policy()
-    policy.load(LoadContext(adapter.protocol.name))
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    adapter, policy = parts.adapter_factory(), parts.policy_factory()
+    policy.load(LoadContext(parts.protocol.name))
     warm_up(adapter, plan, policy.capabilities.features)  # build contexts outside the clock
     barrier.wait()  # all processes start their clocks together
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    steps = sum(run_episode(adapter, policy, spec, observe_every_step=False)[0].steps
+    steps = sum(run_episode(adapter, policy, spec, observe_every_step=False).steps
                 for spec in plan)
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
     adapter.close()
@@ -72,15 +74,14 @@ def _measure(make_adapter: Callable[[], BenchmarkAdapter], make_policy: Callable
     queue.put((steps, cpu, wall))
 
 
-def measure_step_cost(make_adapter: Callable[[], BenchmarkAdapter],
-                      make_policy: Callable[[], Policy], plan: Sequence[EpisodeSpec],
+def measure_step_cost(parts: Components, plan: Sequence[EpisodeSpec],
                       cores: int | None = None, processes: int = 1) -> StepCost:
     """Run ``plan`` in ``processes`` fresh pinned processes at once (each the whole plan)
     and return their CPU cost per step."""
-    ctx = process_context()
+    ctx = process_context(parts.preload)
     queue, barrier = ctx.Queue(), ctx.Barrier(processes)
-    procs = [ctx.Process(target=_measure, args=(make_adapter, make_policy, list(plan), queue,
-                                                barrier)) for _ in range(processes)]
+    procs = [ctx.Process(target=_measure, args=(parts, list(plan), queue, barrier))
+             for _ in range(processes)]
     for proc in procs:
         proc.start()
     results = [queue.get(timeout=3600) for _ in procs]

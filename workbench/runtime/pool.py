@@ -4,7 +4,8 @@
 replica processes once (each keeps its simulator, renderer or model for its life),
 connected by a pipe per (worker, replica) pair. :meth:`EvalPool.configure` chooses
 how many of each take part and which replica serves which worker; :meth:`EvalPool.run`
-hands out episodes one at a time to idle workers and records each result.
+hands out episodes one at a time to idle workers and records each result through a
+:class:`~workbench.runtime.sink.RecordSink`.
 
 Failures: a worker that dies has its in-flight episode recorded as an infrastructure
 error (never retried) and the run goes on with the others; a replica that dies fails
@@ -14,65 +15,23 @@ the episodes it was serving (infrastructure) and its workers move to a live repl
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-from workbench.benchmarks.base import BenchmarkAdapter
-from workbench.plan import EpisodeSpec
-from workbench.profiling.system import ResourceMonitor
-from workbench.policies.base import Capabilities, LoadContext, Policy
-from workbench.records.media import wants_video
-from workbench.records.store import EpisodeResult, RecordStore
+from workbench.config import PoolConfig
+from workbench.contracts.capabilities import LoadContext
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.rendering import use_headless_rendering
+from workbench.contracts.resources import ResourceMonitor
+from workbench.runtime.episode import EpisodeOptions
+from workbench.runtime.job import Components
 from workbench.runtime.replica import ReplicaStats, replica_main
+from workbench.runtime.sink import RecordSink, RunReport
 from workbench.runtime.worker import worker_main
-
-
-@dataclass(frozen=True)
-class PoolConfig:
-    """How many workers and replicas take part, and how replicas batch.
-
-    observe_every_step: render every step (official-like) instead of only at
-    chunk boundaries.
-    """
-
-    workers: int
-    replicas: int = 1
-    max_batch: int = 8
-    max_wait_ms: float = 5.0
-    observe_every_step: bool = False
-
-    def __post_init__(self) -> None:
-        if self.workers < 1 or self.replicas < 1:
-            raise ValueError(f"workers and replicas must be >= 1, got {self.workers}, "
-                             f"{self.replicas}")
-        if self.max_batch < 1 or self.max_wait_ms < 0:
-            raise ValueError("max_batch must be >= 1 and max_wait_ms >= 0")
-
-
-@dataclass
-class RunReport:
-    """What one :meth:`EvalPool.run` measured. ``rows``: one dict per finished episode."""
-
-    config: PoolConfig
-    rows: list[dict[str, Any]]
-    wall_s: float
-    steps: int
-    busy_cores: float
-    peak_rss_bytes: int
-    replica_stats: list[ReplicaStats] = field(default_factory=list)
-    complete: bool = True
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def steps_per_s(self) -> float:
-        return self.steps / self.wall_s if self.wall_s > 0 else 0.0
-
-    @property
-    def successes(self) -> int:
-        return sum(bool(r["success"]) for r in self.rows)
 
 
 @dataclass
@@ -86,45 +45,30 @@ class _Proc:
 class EvalPool:
     """Worker and replica processes kept warm across runs (probes and evaluations)."""
 
-    def __init__(self, adapter_factory: Callable[[], BenchmarkAdapter],
-                 policy_factory: Callable[[], Policy], max_workers: int, max_replicas: int = 1,
-                 device: str = "cpu", worker_threads: int = 1, replica_threads: int = 1,
-                 out_dir: str | None = None, slot_bytes: int | None = None) -> None:
-        probe = policy_factory()
-        self.capabilities: Capabilities = probe.capabilities
-        self.policy_name = probe.name
-        self.out_dir = out_dir
-        adapter = adapter_factory()
-        self.protocol = adapter.protocol
-        self.max_steps = adapter.max_steps
-        image_size = getattr(adapter, "image_size", 224)
-        adapter.close()
-        cameras = sum(self.protocol.feature(f).dtype == "uint8" for f in self.capabilities.features)
-        slot = slot_bytes or max(cameras, 1) * image_size * image_size * 3
-        ctx = process_context()
+    def __init__(self, parts: Components, max_workers: int, max_replicas: int = 1,
+                 worker_threads: int = 1, replica_threads: int = 1,
+                 slot_bytes: int | None = None) -> None:
+        self.parts = parts
+        self.capabilities = parts.capabilities
+        slot = slot_bytes or max(parts.camera_count, 1) * parts.image_size ** 2 * 3
+        ctx = process_context(parts.preload)
         pipes = {(w, r): ctx.Pipe() for w in range(max_workers) for r in range(max_replicas)}
-        self.replicas = [self._start(ctx, replica_main, r, policy_factory,
-                                     LoadContext(self.protocol.name, _device(device, r), r),
-                                     {w: pipes[w, r][1] for w in range(max_workers)},
+        path = list(sys.path)
+        self.replicas = [self._start(ctx, replica_main, r, parts.policy_factory,
+                                     LoadContext(parts.protocol.name, _device(parts.device, r), r),
+                                     path, {w: pipes[w, r][1] for w in range(max_workers)},
                                      replica_threads) for r in range(max_replicas)]
-        self.workers = [self._start(ctx, worker_main, w, adapter_factory, self.capabilities, slot,
+        self.workers = [self._start(ctx, worker_main, w, parts.adapter_factory,
+                                    parts.capabilities, slot, path,
                                     {r: pipes[w, r][0] for r in range(max_replicas)},
                                     worker_threads) for w in range(max_workers)]
         for a, b in pipes.values():  # the children hold them now; EOF must reach them
             a.close(), b.close()
-        for proc in self.replicas + self.workers:
-            try:
-                proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
-            except RuntimeError as exc:
-                self.close()
-                raise RuntimeError(
-                    f"{proc.process.name} failed to start ({exc}; exit code "
-                    f"{proc.process.exitcode}). A script that starts a pool needs "
-                    "`if __name__ == '__main__':`, and policies and adapters must be importable "
-                    "by their module; the child's traceback is above.") from None
+        self._wait_started()
         self.replica_rss = [p.info[1] for p in self.replicas]
         self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
         self.config: PoolConfig | None = None
+        self.observe_every_step = False
         self.assignment: dict[int, int] = {}
 
     @staticmethod
@@ -136,6 +80,18 @@ class EvalPool:
         child.close()
         return _Proc(process, parent)
 
+    def _wait_started(self) -> None:
+        for proc in self.replicas + self.workers:
+            try:
+                proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
+            except RuntimeError as exc:
+                self.close()
+                raise RuntimeError(
+                    f"{proc.process.name} failed to start ({exc}; exit code "
+                    f"{proc.process.exitcode}). A script that starts a pool needs "
+                    "`if __name__ == '__main__':`, and policies and adapters must be importable "
+                    "by their module; the child's traceback is above.") from None
+
     # -- configuration ----------------------------------------------------------
     def live_workers(self) -> list[int]:
         return [i for i, p in enumerate(self.workers) if p.alive and p.process.is_alive()]
@@ -143,13 +99,13 @@ class EvalPool:
     def live_replicas(self) -> list[int]:
         return [i for i, p in enumerate(self.replicas) if p.alive and p.process.is_alive()]
 
-    def configure(self, config: PoolConfig) -> None:
+    def configure(self, config: PoolConfig, observe_every_step: bool = False) -> None:
         """Use ``config.workers`` live workers and ``config.replicas`` live replicas."""
         workers, replicas = self.live_workers(), self.live_replicas()
         if config.workers > len(workers) or config.replicas > len(replicas):
             raise ValueError(f"pool has {len(workers)} live workers and {len(replicas)} live "
                              f"replicas; asked for {config.workers} and {config.replicas}")
-        self.config = config
+        self.config, self.observe_every_step = config, observe_every_step
         self._assign(workers[:config.workers], replicas[:config.replicas])
 
     def _assign(self, workers: Sequence[int], replicas: Sequence[int]) -> None:
@@ -158,12 +114,10 @@ class EvalPool:
         for r in self.live_replicas():
             mine = [w for w, rr in self.assignment.items() if rr == r]
             self.replicas[r].control.send(("configure", {
-                "workers": mine, "max_batch": cfg.max_batch, "max_wait_ms": cfg.max_wait_ms}))
+                "workers": mine, "max_batch": cfg.batch, "max_wait_ms": cfg.max_wait_ms}))
             _expect(self.replicas[r].control, ("configured",), timeout=120)
         for w, r in self.assignment.items():
-            self.workers[w].control.send(("configure", {
-                "replica": r, "observe_every_step": cfg.observe_every_step,
-                "out_dir": self.out_dir}))
+            self.workers[w].control.send(("configure", r))
 
     def warm_up(self, plan: Sequence[EpisodeSpec]) -> float:
         """Have every live worker build the environments and renderers of ``plan``'s tasks."""
@@ -175,18 +129,17 @@ class EvalPool:
         return time.perf_counter() - start
 
     # -- running ----------------------------------------------------------------
-    def run(self, plan: Sequence[EpisodeSpec], store: RecordStore | None = None,
-            run_id: str | None = None, video: str | int = "off",
-            time_limit_s: float | None = None,
-            on_result: Callable[[dict], None] | None = None) -> RunReport:
-        """Run ``plan`` (episodes not yet claimed in ``store``, if one is given)."""
+    def run(self, plan: Sequence[EpisodeSpec], sink: RecordSink | None = None,
+            run_id: str = "probe", out_dir: str | None = None,
+            videos: set[str] | frozenset = frozenset(),
+            time_limit_s: float | None = None) -> RunReport:
+        """Run ``plan``'s episodes that ``sink`` still has pending (all of them without a
+        sink: a probe, recording nothing); ``out_dir`` receives rollout files and the
+        MP4s of ``videos``."""
         if self.config is None:
             raise RuntimeError("EvalPool.run() before configure()")
-        todo = sorted(plan)
-        if store is not None:
-            pending = set(store.pending(run_id))
-            todo = [s for s in todo if s.episode_id in pending]
-        state = _RunState(deque(todo), store, run_id, video, on_result)
+        sink = sink or RecordSink(None, run_id)
+        state = _RunState(deque(sink.pending(plan)), sink, run_id, out_dir, set(videos))
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         with ResourceMonitor(self.pids(), interval_s=0.5, children=False,
                              gpu_index=None) as monitor:
@@ -200,10 +153,11 @@ class EvalPool:
             if state.in_flight:  # only after a time limit: let the stragglers finish
                 self._drain(state)
         usage = monitor.result
-        return RunReport(self.config, state.rows, usage.wall_s,
-                         sum(int(r["steps"]) for r in state.rows), usage.cores_busy,
-                         usage.peak_rss_bytes, self.replica_stats(),
-                         not state.queue and not state.in_flight, state.failures)
+        return RunReport("pool", self.config, list(sink.rows), usage.wall_s, usage.cores_busy,
+                         usage.peak_rss_bytes,
+                         replica_stats=self.replica_stats(),
+                         complete=not state.queue and not state.in_flight,
+                         failures=state.failures)
 
     def _dispatch(self, state: "_RunState") -> bool:
         for w in list(self.assignment):
@@ -213,21 +167,18 @@ class EvalPool:
                 self._worker_died(state, w)
                 continue
             spec = state.queue.popleft()
-            if state.store is not None and not state.store.claim(state.run_id, spec.episode_id,
-                                                                 f"worker-{w}"):
+            if not state.sink.claim(spec, f"worker-{w}"):
                 continue
             state.in_flight[w] = spec
-            video = wants_video(state.video, state.dispatched)
-            state.dispatched += 1
+            options = EpisodeOptions(self.observe_every_step, state.run_id, state.out_dir,
+                                     spec.episode_id in state.videos)
             try:
-                self.workers[w].control.send(("run", {"spec": spec, "video": video,
-                                                      "run_id": state.run_id}))
+                self.workers[w].control.send(("run", (spec, options)))
             except (BrokenPipeError, OSError):
                 self._worker_died(state, w)
         if not state.in_flight and state.queue:
             for spec in state.queue:
-                self._record(state, spec, EpisodeResult(
-                    False, None, 0, 0.0, "infrastructure", "no live simulator worker left"))
+                state.sink.fail(spec, "no live simulator worker left", "pool")
             state.queue.clear()
             return False
         return True
@@ -247,24 +198,10 @@ class EvalPool:
 
     def _receive(self, state: "_RunState", w: int) -> None:
         try:
-            kind, payload = self.workers[w].control.recv()
+            _, result = self.workers[w].control.recv()
         except (EOFError, OSError):
             return self._worker_died(state, w)
-        spec = state.in_flight.pop(w)
-        result = replace(payload["result"], video_path=payload["video_path"],
-                         rollout_path=payload["rollout_path"])
-        self._record(state, spec, result, observed=payload["observed_steps"], worker=w)
-
-    def _record(self, state: "_RunState", spec: EpisodeSpec, result: EpisodeResult,
-                observed: int = 0, worker: int = -1) -> None:
-        if state.store is not None:
-            if result.error_kind == "infrastructure" and worker < 0:
-                state.store.claim(state.run_id, spec.episode_id, "pool")
-            state.store.finish(state.run_id, spec.episode_id, result)
-        row = {**spec.to_dict(), **result.__dict__, "observed_steps": observed, "worker": worker}
-        state.rows.append(row)
-        if state.on_result is not None:
-            state.on_result(row)
+        state.sink.finish(state.in_flight.pop(w), result, f"worker-{w}")
 
     def _worker_died(self, state: "_RunState", w: int) -> None:
         proc = self.workers[w]
@@ -277,10 +214,8 @@ class EvalPool:
         spec = state.in_flight.pop(w, None)
         self.assignment.pop(w, None)
         if spec is not None:
-            self._record(state, spec, EpisodeResult(
-                False, None, 0, 0.0, "infrastructure",
-                f"simulator worker {w} died (exit code {code}) during the episode; not retried"),
-                worker=w)
+            state.sink.fail(spec, f"simulator worker {w} died (exit code {code}) during "
+                                       "the episode; not retried", f"worker-{w}")
 
     def _replica_died(self, r: int) -> None:
         proc = self.replicas[r]
@@ -331,28 +266,23 @@ class EvalPool:
 @dataclass
 class _RunState:
     queue: deque
-    store: RecordStore | None
-    run_id: str | None
-    video: str | int
-    on_result: Callable[[dict], None] | None
+    sink: RecordSink
+    run_id: str
+    out_dir: str | None
+    videos: set[str]
     in_flight: dict[int, EpisodeSpec] = field(default_factory=dict)
-    rows: list[dict] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    dispatched: int = 0
 
 
-# Imported once by the fork server, so each worker and replica starts without re-importing
-# torch, MuJoCo and MetaWorld (seconds each on a small machine).
-PRELOAD = ["workbench.runtime.worker", "workbench.runtime.replica", "workbench.policies.vision",
-           "workbench.policies.scripted", "workbench.benchmarks.metaworld", "torch", "mujoco",
-           "metaworld", "metaworld.policies"]
-
-
-def process_context() -> Any:
-    """The multiprocessing context for pool processes: a fork server with heavy modules
-    preloaded (nothing with threads or GL contexts is started before the fork)."""
+def process_context(preload: Sequence[str] = ()) -> Any:
+    """The multiprocessing context for pool processes: a fork server that imports
+    ``preload`` (the adapter's and policy's heavy modules) once, so each worker and
+    replica starts without re-importing them. Headless rendering is chosen first: the
+    server imports MuJoCo. (The server starts once per process; later preload lists
+    do not change it.)"""
+    use_headless_rendering()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(list(preload))
     return ctx
 
 

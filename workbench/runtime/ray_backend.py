@@ -1,103 +1,120 @@
 """Beyond one machine: deterministic shards of a plan as Ray tasks, each on its own pool.
 
-The driver freezes the plan in its records file, splits it with
-:func:`~workbench.plan.shard_episodes` (so every episode's outcome depends only on its
-identity, not on the shard or machine), claims each shard's episodes when it hands the
-shard to Ray, and records the results as the shard returns them. A shard whose task
-fails (its node died, say) has its episodes recorded as infrastructure errors; Ray
-does not retry it (``max_retries=0``), so nothing is silently run twice.
+The runner has already frozen the plan in the driver's records file. This backend
+splits it with :func:`~workbench.contracts.plan.shard_episodes` (so every episode's
+outcome depends only on its identity, not on the shard or machine), claims each
+shard's episodes when it hands the shard to Ray, and records the results as each shard
+returns them. A shard runs on a local pool of its node, sized by the config's pool
+section (or by the concurrency search), observing, filming and writing rollout files
+exactly as the pool backend does (files go to ``output_dir`` as seen from that node). A
+shard whose task fails (its node died, say) has its episodes recorded as
+infrastructure errors; Ray does not retry it (``max_retries=0``), so nothing is
+silently run twice.
 
 Start a cluster the usual Ray way (``ray start --head`` on one machine,
-``ray start --address=HEAD:6379`` on the others) and pass ``address="auto"``; with no
+``ray start --address=HEAD:6379`` on the others) and set ``ray.address: auto``; with no
 address a local Ray instance is started.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 import time
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from workbench.config import EvalConfig
-from workbench.plan import EpisodeSpec, plan_episodes, shard_episodes
-from workbench.records.store import EpisodeResult, RecordStore
+from workbench.contracts.plan import EpisodeSpec, shard_episodes
+from workbench.contracts.registry import adopt_sys_path
+from workbench.contracts.results import EpisodeResult
+from workbench.runtime.job import Components, Job
+from workbench.runtime.sink import RunReport
 
 
-def run_shard(config: dict[str, Any], shard: list[EpisodeSpec]) -> list[dict[str, Any]]:
-    """Run one shard's episodes on a local pool; returns one row per episode."""
-    from workbench.runtime.parallel import adapter_factory, policy_factory
-    from workbench.runtime.pool import EvalPool, PoolConfig
+@dataclass(frozen=True)
+class ShardTask:
+    """Everything a Ray task needs to run one shard on its node's pool."""
 
-    cfg = EvalConfig(**config)
-    pool_config = PoolConfig(cfg.workers, cfg.replicas, cfg.max_batch, cfg.max_wait_ms)
-    make_adapter = adapter_factory(cfg.benchmark, suite=cfg.suite, seed=cfg.seed,
-                                   image_size=cfg.image_size)
-    with EvalPool(make_adapter, policy_factory(cfg.policy, **cfg.policy_options),
-                  cfg.workers, cfg.replicas, device=cfg.device) as pool:
-        pool.configure(pool_config)
-        report = pool.run(shard)
-    return report.rows
+    config: EvalConfig
+    parts: Components
+    episodes: tuple[EpisodeSpec, ...]
+    run_id: str
+    output_dir: str
+    videos: frozenset[str]
+    sys_path: tuple[str, ...]
 
 
-def evaluate_on_ray(config: EvalConfig, shards: int, address: str | None = None,
-                    cpus_per_shard: float | None = None) -> pd.DataFrame:
-    """Evaluate ``config``'s plan as ``shards`` Ray tasks; returns the per-episode records."""
+def run_shard(task: ShardTask) -> list[tuple[str, EpisodeResult, str]]:
+    """Run one shard's episodes on a local pool; returns (episode id, result, worker)."""
+    import psutil
+
+    from workbench.runtime.pool import EvalPool
+    from workbench.runtime.search import search_concurrency
+
+    adopt_sys_path(task.sys_path)
+    config = task.config
+    size = (config.search.pool_limits(psutil.cpu_count() or 1) if config.search.enabled
+            else (config.pool.workers, config.pool.replicas))
+    with EvalPool(task.parts, *size) as pool:
+        pool.observe_every_step = config.observe_every_step
+        search = (search_concurrency(pool, task.episodes, config.search, config.pool.max_wait_ms)
+                  if config.search.enabled else None)
+        pool.configure(search.best if search else config.pool, config.observe_every_step)
+        if config.warm_up:
+            pool.warm_up(task.episodes)
+        report = pool.run(task.episodes, None, task.run_id, task.output_dir, task.videos)
+    by_id = {r["episode_id"]: r for r in report.rows}
+    fields = EpisodeResult.__dataclass_fields__
+    return [(eid, EpisodeResult(**{f: row[f] for f in fields}), f"{row['worker']}")
+            for eid, row in by_id.items()]
+
+
+def execute_ray(job: Job) -> RunReport:
+    """Run ``job``'s pending episodes as ``ray.shards`` Ray tasks; returns what it measured
+    (wall time and episodes; per-process CPU and memory stay on the nodes)."""
     import ray
 
+    config = job.config
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True)
-    adapter_tasks = config.tasks or _suite_tasks(config)
-    plan = plan_episodes(config.benchmark, config.suite, adapter_tasks, config.episodes)
-    store = RecordStore(Path(config.output_dir) / "records.sqlite")
-    run_id = store.create_run(config.resolved_run_id() + f"-ray{shards}", plan, asdict(config),
-                              policy=config.policy)
-    store.recover(run_id)
-    pending = set(store.pending(run_id))
-    remote = ray.remote(num_cpus=cpus_per_shard or config.workers, max_retries=0)(run_shard)
-    futures = {}
-    for k in range(shards):
-        shard = [s for s in shard_episodes(plan, shards, k) if s.episode_id in pending]
-        if not shard:
-            continue
-        for spec in shard:
-            store.claim(run_id, spec.episode_id, f"ray-shard-{k}")
-        futures[remote.remote(asdict(config), shard)] = (k, shard)
-    while futures:
-        done, _ = ray.wait(list(futures), num_returns=1)
-        k, shard = futures.pop(done[0])
-        _record_shard(store, run_id, k, shard, done[0], ray)
-    results = store.results(run_id)
-    store.close()
-    return results
-
-
-def _record_shard(store: RecordStore, run_id: str, k: int, shard: list[EpisodeSpec],
-                  ref: Any, ray: Any) -> None:
+        ray.init(address=config.ray.address, include_dashboard=False, log_to_driver=False)
+    sink = job.sink(f"{job.parts.policy_name} on {config.suite} (ray)")
+    start = time.perf_counter()
+    pending = {s.episode_id for s in sink.pending(job.plan)}
+    cpus = config.ray.cpus_per_shard or config.pool.workers
+    remote = ray.remote(num_cpus=cpus, max_retries=0)(run_shard)
+    futures: dict[Any, tuple[int, list[EpisodeSpec]]] = {}
     try:
-        rows = ray.get(ref)
+        for k in range(config.ray.shards):
+            shard = [s for s in shard_episodes(job.plan, config.ray.shards, k)
+                     if s.episode_id in pending and sink.claim(s, f"ray-shard-{k}")]
+            if shard:
+                task = ShardTask(config, job.parts, tuple(shard), job.run_id, str(job.output_dir),
+                                 frozenset(job.videos()), tuple(sys.path))
+                futures[remote.remote(task)] = (k, shard)
+        while futures:
+            done, _ = ray.wait(list(futures), num_returns=1)
+            k, shard = futures.pop(done[0])
+            _record_shard(sink, k, shard, done[0], ray)
+    finally:
+        sink.close()
+    return RunReport("ray", config.pool, list(sink.rows), time.perf_counter() - start,
+                     math.nan, 0)
+
+
+def _record_shard(sink: Any, k: int, shard: Sequence[EpisodeSpec], ref: Any, ray: Any) -> None:
+    by_id = {s.episode_id: s for s in shard}
+    try:
+        results = ray.get(ref)
     except Exception as exc:  # the task or its node failed: record, never retry
         message = f"ray shard {k} failed: {type(exc).__name__}: {str(exc)[:500]}"
         for spec in shard:
-            store.finish(run_id, spec.episode_id,
-                         EpisodeResult(False, None, 0, 0.0, "infrastructure", message))
+            sink.fail(spec, message, f"ray-shard-{k}")
         return
-    fields = EpisodeResult.__dataclass_fields__
-    for row in rows:
-        store.finish(run_id, row["episode_id"], EpisodeResult(**{f: row[f] for f in fields}))
-    missing = {s.episode_id for s in shard} - {r["episode_id"] for r in rows}
-    for episode_id in sorted(missing):
-        store.finish(run_id, episode_id, EpisodeResult(
-            False, None, 0, 0.0, "infrastructure", f"ray shard {k} returned no result"))
-
-
-def _suite_tasks(config: EvalConfig) -> list[str]:
-    from workbench.benchmarks import TASK_LISTERS
-
-    return TASK_LISTERS[config.benchmark](config.suite)
+    for episode_id, result, worker in results:
+        sink.finish(by_id.pop(episode_id), result, f"ray-shard-{k}/{worker}")
+    for spec in by_id.values():
+        sink.fail(spec, f"ray shard {k} returned no result", f"ray-shard-{k}")
 
 
 def wait_for_cluster(cpus: int, timeout_s: float = 60.0) -> None:

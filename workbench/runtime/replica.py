@@ -2,8 +2,14 @@
 
 Dynamic batching: the first ``act`` request opens a batch; it is served when it
 holds ``max_batch`` requests, when every attached worker is waiting, or when
-``max_wait_ms`` has passed, whichever comes first. A policy exception is sent
-back, with its traceback, to every worker in the batch; the replica keeps serving.
+``max_wait_ms`` has passed, whichever comes first.
+
+One episode's fault stays its own: an observation the replica cannot read fails only
+its episode (an infrastructure error), and when a native batch raises, its
+observations are served again one at a time, so only the episode whose observation
+makes the policy raise gets the error (with the replica's traceback). A policy
+without native batching is asked one observation at a time anyway. The replica keeps
+serving.
 """
 
 from __future__ import annotations
@@ -13,9 +19,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from workbench.policies.base import LoadContext, Policy
+from workbench.contracts.capabilities import LoadContext
+from workbench.contracts.registry import adopt_sys_path
+from workbench.policies.base import Policy
 from workbench.runtime.transport import SlotReader
 
 
@@ -51,9 +59,11 @@ def pin_threads(threads: int) -> None:
 
 
 def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadContext,
-                 control: Connection, worker_conns: dict[int, Connection], threads: int) -> None:
+                 sys_path: Sequence[str], control: Connection,
+                 worker_conns: dict[int, Connection], threads: int) -> None:
     """Entry point of a replica process; runs until told to stop or the control pipe closes."""
     pin_threads(threads)
+    adopt_sys_path(sys_path)
     try:
         import torch
 
@@ -139,13 +149,16 @@ def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any,
 def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connection, dict]],
                  stats: ReplicaStats) -> None:
     start = time.perf_counter()
-    try:
-        observations = [reader.read(header) for _, header in batch]
-        actions = policy.act_batch(observations)
-        del observations
-        replies = [("actions", a) for a in actions]
-    except Exception:
-        replies = [("error", traceback.format_exc())] * len(batch)
+    replies: list[tuple[str, Any] | None] = [None] * len(batch)
+    readable: list[tuple[int, Any]] = []
+    for k, (_, header) in enumerate(batch):
+        try:
+            readable.append((k, reader.read(header)))
+        except Exception as exc:  # the transport failed: this episode only
+            replies[k] = ("infrastructure", f"reading the observation: {exc!r}")
+    for (k, _), reply in zip(readable, act_isolated(policy, [obs for _, obs in readable])):
+        replies[k] = reply
+    readable.clear()
     stats.busy_s += time.perf_counter() - start
     stats.batches += 1
     stats.requests += len(batch)
@@ -156,6 +169,27 @@ def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connectio
             conn.send(reply)
         except (BrokenPipeError, OSError):
             pass  # that worker died; the pool records its episode
+
+
+def act_isolated(policy: Policy, observations: Sequence[Any]) -> list[tuple[str, Any]]:
+    """``("actions", chunk)`` or ``("error", traceback)`` per observation.
+
+    A native batch is one call; if it raises, each observation is asked alone, so the
+    error reaches only the episodes whose own call fails. Without native batching each
+    observation is asked alone from the start (no episode state is advanced twice).
+    """
+    if policy.capabilities.native_batching and len(observations) > 1:
+        try:
+            return [("actions", a) for a in policy.act_batch(observations)]
+        except Exception:
+            pass
+    replies = []
+    for obs in observations:
+        try:
+            replies.append(("actions", policy.act_batch([obs])[0]))
+        except Exception:
+            replies.append(("error", traceback.format_exc()))
+    return replies
 
 
 def _drop_worker(policy: Policy, cfg: _Batching, conn: Connection,

@@ -29,23 +29,12 @@ from typing import Sequence
 import pandas as pd
 import psutil
 
-from workbench.plan import EpisodeSpec
-from workbench.runtime.pool import EvalPool, PoolConfig, RunReport
+from workbench.config import PoolConfig, SearchConfig
+from workbench.contracts.plan import EpisodeSpec
+from workbench.runtime.pool import EvalPool
+from workbench.runtime.sink import RunReport
 
 GIB = 1024 ** 3
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """Knobs of the search; defaults suit a few-core machine."""
-
-    probe_episodes: int = 4
-    probe_time_limit_s: float = 120.0
-    success_fraction: float = 0.9
-    min_gain: float = 0.03
-    memory_reserve_gib: float = 1.0
-    worker_candidates: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-    max_wait_ms: float = 5.0
 
 
 @dataclass
@@ -64,7 +53,7 @@ class SearchResult:
 def probe_plan(plan: Sequence[EpisodeSpec], episodes: int) -> list[EpisodeSpec]:
     """The probe episodes: one per task first, round robin, so probes span tasks.
 
-    >>> from workbench.plan import plan_episodes
+    >>> from workbench.contracts.plan import plan_episodes
     >>> [s.task for s in probe_plan(plan_episodes("m", "s", ["a", "b"], 3), 3)]
     ['a', 'b', 'a']
     """
@@ -90,22 +79,26 @@ def replica_cap(pool: EvalPool, reserve_gib: float) -> int:
     return max(1, int((available - reserve_gib * GIB) // per))
 
 
+def probe_row(index: int, report: RunReport) -> dict:
+    """One row of a probe table: the configuration and what it measured."""
+    cfg = report.pool
+    return {"probe": index, "workers": cfg.workers, "replicas": cfg.replicas,
+            "max_batch": cfg.batch, "wait_ms": cfg.max_wait_ms, "episodes": len(report.rows),
+            "successes": report.successes, "steps": report.steps, "wall_s": report.wall_s,
+            "steps_per_s": report.steps_per_s, "busy_cores": report.busy_cores,
+            "peak_mem_gib": report.peak_rss_bytes / GIB, "status": "ok", "reason": ""}
+
+
 def _probe_row(index: int, report: RunReport, first: RunReport | None,
-               settings: SearchSettings) -> dict:
-    cfg = report.config
-    row = {"probe": index, "workers": cfg.workers, "replicas": cfg.replicas,
-           "max_batch": cfg.max_batch, "wait_ms": cfg.max_wait_ms, "episodes": len(report.rows),
-           "successes": report.successes, "steps": report.steps,
-           "wall_s": round(report.wall_s, 2), "steps_per_s": round(report.steps_per_s, 2),
-           "busy_cores": round(report.busy_cores, 2),
-           "peak_mem_gib": round(report.peak_rss_bytes / GIB, 2), "status": "ok", "reason": ""}
+               settings: SearchConfig) -> dict:
+    row = probe_row(index, report)
     reason = _failure(report, first, settings)
     if reason:
         row["status"], row["reason"] = "failed", reason
     return row
 
 
-def _failure(report: RunReport, first: RunReport | None, settings: SearchSettings) -> str:
+def _failure(report: RunReport, first: RunReport | None, settings: SearchConfig) -> str:
     if report.failures:
         return "; ".join(report.failures)
     if any(r["error_kind"] == "infrastructure" for r in report.rows):
@@ -123,9 +116,12 @@ def _failure(report: RunReport, first: RunReport | None, settings: SearchSetting
 
 
 def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
-                       settings: SearchSettings = SearchSettings(),
+                       settings: SearchConfig = SearchConfig(), max_wait_ms: float = 5.0,
                        cores: int | None = None) -> SearchResult:
-    """Probe (workers, replicas) pairs on ``pool`` and return the best and every probe."""
+    """Probe (workers, replicas) pairs on ``pool`` and return the best and every probe.
+
+    Probes batch at the derived batch size (``PoolConfig.batch``) and wait at most
+    ``max_wait_ms``; the chosen configuration does the same."""
     start = time.perf_counter()
     cores = cores or psutil.cpu_count() or 1
     max_workers, max_replicas = len(pool.live_workers()), len(pool.live_replicas())
@@ -135,9 +131,8 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
     reports: dict[tuple[int, int], RunReport] = {}
 
     def probe(workers: int, replicas: int) -> float:
-        config = PoolConfig(workers, replicas, max_batch=math.ceil(workers / replicas),
-                            max_wait_ms=settings.max_wait_ms)
-        pool.configure(config)
+        pool.configure(PoolConfig(workers, replicas, max_wait_ms=max_wait_ms),
+                       pool.observe_every_step)
         count = max(settings.probe_episodes, 2 * workers)
         report = pool.run(episodes[:count], time_limit_s=settings.probe_time_limit_s)
         first = next(iter(reports.values()), None)
@@ -162,8 +157,7 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
         if rate <= best_rate * (1 + settings.min_gain):
             break
         best, best_rate = (workers, replicas), rate
-    chosen = PoolConfig(best[0], best[1], max_batch=math.ceil(best[0] / best[1]),
-                        max_wait_ms=settings.max_wait_ms)
+    chosen = PoolConfig(best[0], best[1], max_wait_ms=max_wait_ms)
     return SearchResult(chosen, pd.DataFrame(rows), time.perf_counter() - start, cost, w_cap,
                         r_cap)
 

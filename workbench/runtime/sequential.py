@@ -1,51 +1,46 @@
-"""The sequential evaluator: the official-like reference loop.
+"""The sequential backend: the official-like reference loop, in the calling process.
 
-One environment, one policy, an observation rendered at every step at the
-benchmark's default quality, episodes one after another. Every speedup is measured
-against it, so it stays simple: no pools, no skipped renders, no reordering.
+One environment, one policy, episodes one after another; by default an observation
+read at every step at the benchmark's default quality. Every speedup is measured
+against it, so it stays simple: no pools, no reordering. Observers
+(:class:`~workbench.runtime.episode.EpisodeObserver`) attach here, in-process.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
+import time
 from typing import Sequence
 
-import pandas as pd
-from tqdm.auto import tqdm
-
-from workbench.benchmarks.base import BenchmarkAdapter, check_compatibility
-from workbench.plan import EpisodeSpec
-from workbench.policies.base import LoadContext, Policy, State
-from workbench.records.media import episode_filename, wants_video
-from workbench.records.store import RecordStore
-from workbench.runtime.episode import run_episode, save_episode_media
+from workbench.contracts.capabilities import LoadContext
+from workbench.contracts.resources import ResourceMonitor
+from workbench.runtime.episode import EpisodeObserver, run_recorded_episode, warm_up
+from workbench.runtime.job import Job
+from workbench.runtime.sink import RunReport
 
 
-def evaluate_sequential(adapter: BenchmarkAdapter, policy: Policy, plan: Sequence[EpisodeSpec],
-                        store: RecordStore, run_id: str, out_dir: str | None = None,
-                        video: str | int = "off", observe_every_step: bool = True,
-                        progress: bool = True, device: str = "cpu") -> pd.DataFrame:
-    """Run ``plan`` (already frozen in ``store`` under ``run_id``) and return its records.
-
-    The policy is checked against the benchmark's protocol before any episode runs.
-    Episodes already claimed or finished in ``store`` are skipped (never re-run).
-    """
-    check_compatibility(adapter.protocol, policy.capabilities)
-    if policy.state is State.CREATED:
-        policy.load(LoadContext(adapter.protocol.name, device=device))
-    pending = set(store.pending(run_id))
-    todo = [s for s in sorted(plan) if s.episode_id in pending]
-    bar = tqdm(todo, desc=f"{policy.name} on {adapter.name}", unit="ep", disable=not progress)
-    wins = 0
-    for number, spec in enumerate(bar):
-        if not store.claim(run_id, spec.episode_id, worker="sequential"):
-            continue
-        record_video = wants_video(video, number)
-        result, trace = run_episode(adapter, policy, spec, observe_every_step, record_video)
-        stem = episode_filename(spec.episode_id, run_id)
-        clip, rollout = save_episode_media(trace, stem, out_dir, record_video)
-        store.finish(run_id, spec.episode_id,
-                     replace(result, video_path=clip, rollout_path=rollout))
-        wins += result.success
-        bar.set_postfix(success=f"{wins}/{number + 1}")
-    return store.results(run_id)
+def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> RunReport:
+    """Run ``job``'s pending episodes one by one in this process; returns what it measured."""
+    start = time.perf_counter()
+    adapter = job.parts.adapter_factory()
+    policy = job.parts.policy_factory()
+    sink = job.sink(f"{job.parts.policy_name} on {adapter.name}")
+    try:
+        policy.load(LoadContext(job.parts.protocol.name, device=job.parts.device))
+        todo = sink.pending(job.plan)
+        if job.config.warm_up:
+            warm_up(adapter, todo, job.parts.capabilities.features)
+        setup_s, videos = time.perf_counter() - start, job.videos()
+        with ResourceMonitor([os.getpid()], interval_s=0.5, children=False,
+                             gpu_index=None) as monitor:
+            for spec in todo:
+                if sink.claim(spec, "sequential"):
+                    result = run_recorded_episode(adapter, policy, spec,
+                                                  job.episode_options(spec, videos), observers)
+                    sink.finish(spec, result, "sequential")
+    finally:
+        sink.close()
+        adapter.close()
+    usage = monitor.result
+    return RunReport("sequential", None, sink.rows, usage.wall_s, usage.cores_busy,
+                     usage.peak_rss_bytes, setup_s)

@@ -22,6 +22,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from workbench.contracts.results import InfrastructureError
+
+
+class TransportError(InfrastructureError):
+    """An observation the transport cannot carry (larger than the worker's slot)."""
+
 
 class ObservationSlot:
     """A worker's shared-memory buffer for image features."""
@@ -44,7 +50,9 @@ class ObservationSlot:
             if isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 3:
                 end = offset + value.nbytes
                 if end > self.shm.size:
-                    raise ValueError(f"observation needs {end} bytes; slot holds {self.shm.size}")
+                    raise TransportError(f"observation needs {end} bytes of shared memory; the "
+                                         f"worker's slot holds {self.shm.size} ({key!r} is "
+                                         f"{value.shape}; the run was sized for its image_size)")
                 np.ndarray(value.shape, np.uint8, self.shm.buf, offset)[...] = value
                 arrays[key] = (offset, value.shape)
                 offset = end

@@ -1,24 +1,25 @@
 """A simulator worker process: owns its environments and renderers for its whole life.
 
-It runs the episodes the pool sends it with :func:`~workbench.runtime.episode.run_episode`
-(the same code the sequential evaluator runs), talking to its policy replica through
-:class:`RemotePolicy`. With chunk-boundary observation it renders cameras only at the
-steps where the policy reads them.
+It runs the episodes the pool sends it with
+:func:`~workbench.runtime.episode.run_recorded_episode` (the same step loop the
+sequential backend runs), talking to its policy replica through :class:`RemotePolicy`.
+With chunk-boundary observation it renders cameras only at the steps where the policy
+reads them.
 """
 
 from __future__ import annotations
 
-import time
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from workbench.benchmarks.base import BenchmarkAdapter
-from workbench.policies.base import Capabilities, EpisodeContext, Observation
-from workbench.records.media import episode_filename
-from workbench.runtime.episode import (InfrastructureError, run_episode, save_episode_media,
-                                       warm_up)
+from workbench.contracts.capabilities import Capabilities, EpisodeContext, Observation
+from workbench.contracts.registry import adopt_sys_path
+from workbench.contracts.rendering import use_headless_rendering
+from workbench.contracts.results import InfrastructureError
+from workbench.runtime.episode import run_recorded_episode, warm_up
 from workbench.runtime.replica import pin_threads
 from workbench.runtime.transport import ObservationSlot
 
@@ -60,28 +61,31 @@ class RemotePolicy:
                 f"policy replica {self.replica_id} died ({type(exc).__name__})") from None
         if status == "error":
             raise RemotePolicyError(f"in replica {self.replica_id}:\n{value}")
+        if status == "infrastructure":
+            raise InfrastructureError(f"in replica {self.replica_id}: {value}")
         return value
 
 
 def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
-                capabilities: Capabilities, slot_bytes: int, control: Connection,
-                replica_conns: dict[int, Connection], threads: int) -> None:
+                capabilities: Capabilities, slot_bytes: int, sys_path: Sequence[str],
+                control: Connection, replica_conns: dict[int, Connection], threads: int) -> None:
     """Entry point of a worker process; runs until told to stop or the control pipe closes."""
     pin_threads(threads)
+    use_headless_rendering()
+    adopt_sys_path(sys_path)
     slot = ObservationSlot.create(slot_bytes)
     adapter = adapter_factory()
     proxy = RemotePolicy(capabilities, slot)
     control.send(("ready", slot.name))
     try:
-        _loop(worker_id, adapter, proxy, control, replica_conns)
+        _loop(adapter, proxy, control, replica_conns)
     finally:
         adapter.close()
         slot.close()
 
 
-def _loop(worker_id: int, adapter: BenchmarkAdapter, proxy: RemotePolicy, control: Connection,
+def _loop(adapter: BenchmarkAdapter, proxy: RemotePolicy, control: Connection,
           replica_conns: dict[int, Connection]) -> None:
-    options: dict[str, Any] = {}
     while True:
         try:
             kind, payload = control.recv()
@@ -89,24 +93,11 @@ def _loop(worker_id: int, adapter: BenchmarkAdapter, proxy: RemotePolicy, contro
             return
         if kind == "stop":
             return
-        if kind == "configure":
-            proxy.bind(payload["replica"], replica_conns[payload["replica"]])
-            options = payload  # no reply: the pipe keeps it ordered before the next run
+        if kind == "configure":  # no reply: the pipe keeps it ordered before the next run
+            proxy.bind(payload, replica_conns[payload])
         elif kind == "run":
-            control.send(("result", _run_one(adapter, proxy, payload, options)))
+            spec, options = payload
+            result = run_recorded_episode(adapter, proxy, spec, options)
+            control.send(("result", result))
         elif kind == "warmup":
             control.send(("warm", warm_up(adapter, payload, proxy.capabilities.features)))
-
-
-def _run_one(adapter: BenchmarkAdapter, proxy: RemotePolicy, job: dict,
-             options: dict) -> dict:
-    spec, video = job["spec"], job["video"]
-    start = time.perf_counter()
-    result, trace = run_episode(adapter, proxy, spec,
-                                observe_every_step=options.get("observe_every_step", False),
-                                video=video)
-    clip, rollout = save_episode_media(trace, episode_filename(spec.episode_id, job["run_id"]),
-                                       options.get("out_dir"), video)
-    return {"episode_id": spec.episode_id, "result": result, "video_path": clip,
-            "rollout_path": rollout, "observed_steps": len(trace.observed_steps),
-            "wall_s": time.perf_counter() - start}

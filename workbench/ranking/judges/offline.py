@@ -1,7 +1,7 @@
 """Offline heuristic judge, not a VLM: the paper's four criteria measured on recorded arrays.
 
 It needs no model and no video. From a rollout's ``.npz`` (see
-:mod:`workbench.ranking.rollout`) it scores, each on 0-1:
+:mod:`workbench.records.rollout`) it scores, each on 0-1:
 
 1. motion smoothness: jerk of the end-effector path relative to its speed;
 2. action continuity: pauses (including a late start) and direction reversals;
@@ -22,10 +22,11 @@ fired, do tie). Its agreement with VLMs or humans is unmeasured: treat its
 rankings as a heuristic baseline.
 
 >>> import tempfile, pathlib
->>> from workbench.ranking.rollout import save_rollout, synthetic_rollout
+>>> from workbench.records.rollout import save_rollout
+>>> from workbench.ranking.synthetic import synthetic_rollout
 >>> d = pathlib.Path(tempfile.mkdtemp())
->>> save_rollout(synthetic_rollout("smooth", seed=0), d / "a.npz")
->>> save_rollout(synthetic_rollout("jerky", seed=0), d / "b.npz")
+>>> _ = save_rollout(synthetic_rollout("smooth", seed=0), d / "a.npz")
+>>> _ = save_rollout(synthetic_rollout("jerky", seed=0), d / "b.npz")
 >>> judge = OfflineJudge()
 >>> judge.compare(RolloutRef("a", str(d / "a.npz")), RolloutRef("b", str(d / "b.npz")), "lift").winner
 'A'
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.ranking.judges.base import JudgeStats, Preference, RolloutRef
-from workbench.ranking.rollout import Rollout, load_rollout
+from workbench.records.rollout import Rollout, load_rollout
 
 HEURISTIC_LABEL = "offline heuristic judge, not a VLM"
 WEIGHTS = {"smoothness": 0.15, "continuity": 0.15, "task": 0.55, "effort": 0.15}
@@ -108,7 +109,11 @@ def gripper_reversals(aperture: np.ndarray) -> int:
 
 
 def assess(rollout: Rollout) -> RolloutQuality:
-    """Measure one rollout on the four criteria."""
+    """Measure one rollout on the four criteria (its state columns 0-2 are the
+    end-effector position and column 3 the gripper aperture, as MetaWorld records)."""
+    if rollout.state.shape[1] < 4:
+        raise ValueError(f"the offline judge reads end-effector xyz and gripper aperture "
+                         f"(4 state columns); this rollout has {rollout.state.shape[1]}")
     jerk_ratio, pauses, reversals = motion_stats(rollout)
     toggles = gripper_reversals(rollout.state[:, 3])
     first = rollout.first_success

@@ -1,10 +1,9 @@
 import numpy as np
 import pytest
 
-from workbench.benchmarks import (PROTOCOLS, ContractError, check_compatibility, get_protocol,
-                                  validate_action, validate_observation)
-from workbench.benchmarks.protocols import sample_observation
-from workbench.policies import Capabilities
+from workbench.benchmarks import check_compatibility
+from workbench.contracts import (PROTOCOLS, Capabilities, ContractError, get_protocol,
+                                 sample_observation, validate_action, validate_observation)
 
 NAMES = ["libero-v1", "libero-plus-v1", "robotwin2-v1", "robocasa-v1", "calvin-v1", "metaworld-v1"]
 

@@ -5,9 +5,9 @@ import os
 
 import numpy as np
 
-from workbench.policies.base import Capabilities
+from workbench.contracts import Capabilities
 from workbench.policies.scripted import ScriptedExpert
-from workbench.policies.base import ZeroPolicy
+from workbench.policies.zero import ZeroPolicy
 
 
 class HashRecorder(ScriptedExpert):
@@ -38,6 +38,9 @@ class RaisesAtStep(ZeroPolicy):
 
     name = "raises"
 
+    def __init__(self, protocol="metaworld-v1"):
+        super().__init__(protocol)
+
     def _act(self, observation, episode_state):
         if observation["episode_id"].endswith("0001") and observation["step"] == 5:
             raise_deep_in_the_policy()
@@ -53,7 +56,23 @@ class DiesAtStep(ZeroPolicy):
 
     name = "dies"
 
+    def __init__(self, protocol="metaworld-v1"):
+        super().__init__(protocol)
+
     def _act(self, observation, episode_state):
         if observation["episode_id"].endswith("0000") and observation["step"] == 3:
             os._exit(13)
         return super()._act(observation, episode_state)
+
+
+class Sneaky(ZeroPolicy):
+    """Reads the privileged state without declaring privileged=True."""
+
+    name = "sneaky"
+
+    def __init__(self, protocol="metaworld-v1"):
+        super().__init__(protocol)
+
+    @property
+    def capabilities(self):
+        return Capabilities("metaworld-v1", ("privileged.state",))

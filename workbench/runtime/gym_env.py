@@ -1,6 +1,9 @@
 """A gymnasium view of any adapter: canonical features in, contract-checked actions out.
 
 For researchers who want the gymnasium API (and for ``gymnasium.utils.env_checker``).
+It drives the runtime's :class:`~workbench.runtime.episode.EpisodeStepper`, so the
+adapter is stepped by the same code (and watched by the same observers) as in an
+evaluation.
 ``reset(seed=s)`` starts initial state ``s % num_init_states`` of the chosen task, so a
 seed reproduces a start; ``reset(options={"init_state_id": i})`` picks one directly.
 """
@@ -13,8 +16,9 @@ import gymnasium as gym
 import numpy as np
 
 from workbench.benchmarks.base import BenchmarkAdapter
-from workbench.benchmarks.protocols import validate_action
-from workbench.plan import EpisodeSpec
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.protocols import validate_action
+from workbench.runtime.episode import EpisodeObserver, EpisodeStepper, video_feature
 
 
 def _space(feature: Any, image_size: int) -> gym.Space:
@@ -36,8 +40,11 @@ class CanonicalEnv(gym.Env):
 
     def __init__(self, adapter: BenchmarkAdapter, task: str, features: Sequence[str],
                  image_size: int = 224, num_init_states: int = 50,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None,
+                 observers: Sequence[EpisodeObserver] = ()) -> None:
         self.adapter, self.task, self.features = adapter, task, tuple(features)
+        self.observers = tuple(observers)
+        self._stepper: EpisodeStepper | None = None
         self.num_init_states, self.render_mode = num_init_states, render_mode
         proto = adapter.protocol
         self.observation_space = gym.spaces.Dict(
@@ -52,20 +59,29 @@ class CanonicalEnv(gym.Env):
         init = (options or {}).get("init_state_id")
         if init is None:
             init = int(self.np_random.integers(self.num_init_states))
-        spec = EpisodeSpec(self.adapter.name, getattr(self.adapter, "suite", ""), self.task,
+        spec = EpisodeSpec(self.adapter.name, self.adapter.suite, self.task,
                            int(init), int(init))
-        self.adapter.reset(spec)
-        return self.adapter.observe(self.features), {"init_state_id": int(init)}
+        self._stepper = EpisodeStepper(self.adapter, spec, self.observers)
+        self._stepper.reset()
+        return self._observe(), {"init_state_id": int(init)}
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        if self._stepper is None:
+            raise RuntimeError("CanonicalEnv.step() before reset()")
         chunk = validate_action(self.adapter.protocol, np.asarray(action, np.float32))
-        result = self.adapter.step(chunk[0])
+        result = self._stepper.apply(chunk[0])
         info = {"success": result.success}
-        return (self.adapter.observe(self.features), result.reward, result.success,
+        return (self._observe(), result.reward, result.success,
                 result.done and not result.success, info)
 
+    def _observe(self) -> dict[str, Any]:
+        obs = self._stepper.read(self.features)
+        return {name: obs[name] for name in self.features}
+
     def render(self) -> np.ndarray | None:
-        return self.adapter.render("images.primary") if self.render_mode == "rgb_array" else None
+        if self.render_mode != "rgb_array":
+            return None
+        return self.adapter.render(video_feature(self.adapter))
 
     def close(self) -> None:
         self.adapter.close()

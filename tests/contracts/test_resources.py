@@ -6,30 +6,12 @@ import subprocess
 import sys
 import time
 
-import matplotlib
-import pandas as pd
+from workbench.contracts.resources import ResourceMonitor, cpu_usage, gpu_busy, gpu_status
 
-import workbench.profiling as profiling
-from workbench.profiling import ResourceMonitor, cpu_usage, gpu_busy, gpu_status, plot_stage_profile
-
-matplotlib.use("Agg")
 SPIN_CPU_S = 1.0
 SPIN = ("import time\n"
         f"while time.process_time() < {SPIN_CPU_S}: pass\n"
         "time.sleep(0.15)\n")
-
-
-def test_every_public_name_imports():
-    assert profiling.__all__
-    for name in profiling.__all__:
-        assert getattr(profiling, name) is not None
-
-
-def test_import_is_light():
-    code = ("import sys, workbench.profiling; "
-            "print(any(m in sys.modules for m in ('mujoco', 'metaworld', 'torch', 'pynvml')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_gpu_is_unavailable_here_with_a_reason():
@@ -69,13 +51,3 @@ def test_monitor_stop_is_idempotent():
     with monitor:
         time.sleep(0.02)
     assert monitor.stop() is monitor.result
-
-
-def test_plot_stage_profile_bars_per_setting():
-    df = pd.DataFrame({"stage": ["a", "b"] * 2, "wall_ms": [1.0, 2.0, 3.0, 4.0],
-                       "batch_size": [1, 1, 8, 8]})
-    fig, ax = plot_stage_profile(df)
-    assert len(ax.patches) == 4 and ax.get_xlabel() == "wall_ms"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["batch_size=1", "batch_size=8"]
-    _, same_ax = plot_stage_profile(df[df["batch_size"] == 1], ax=ax)
-    assert same_ax is ax

@@ -7,15 +7,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from workbench.reports.plots import _axes
+from workbench.contracts.plotting import figure_axes
 
 
 def plot_sweep(sweep: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Steps/s per (workers, replicas) configuration, busy cores annotated."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax)
     labels = [f"{w}w/{r}r" for w, r in zip(sweep["workers"], sweep["replicas"])]
     bars = ax.bar(labels, sweep["steps_per_s"], color="tab:blue")
-    for bar, cores in zip(bars, sweep["cpu_cores"]):
+    for bar, cores in zip(bars, sweep["busy_cores"]):
         ax.annotate(f"{cores:.1f} cores", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("steps/s")
@@ -25,7 +25,7 @@ def plot_sweep(sweep: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 def plot_ladder(ladder: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Steps/s of each runtime variant, with its gain over the previous rung."""
-    fig, ax = _axes(ax, figsize=(7, 3.5))
+    fig, ax = figure_axes(ax, figsize=(7, 3.5))
     bars = ax.barh(ladder["variant"][::-1], ladder["steps_per_s"][::-1], color="tab:green")
     for bar, gain in zip(bars, ladder["gain"][::-1]):
         text = "" if pd.isna(gain) else f" x{gain:.2f}"
@@ -37,7 +37,7 @@ def plot_ladder(ladder: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 def plot_probes(probes: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Steps/s of each search probe in order; failed probes in red."""
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax)
     colors = np.where(probes["status"] == "ok", "tab:blue", "tab:red")
     labels = [f"{w}w/{r}r" for w, r in zip(probes["workers"], probes["replicas"])]
     ax.bar(range(len(probes)), probes["steps_per_s"], color=colors)
@@ -49,7 +49,7 @@ def plot_probes(probes: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 def plot_agreement(tables: Mapping[str, pd.DataFrame], ax: Any = None) -> tuple[Any, Any]:
     """Success and terminal agreement per configuration, for each policy's table."""
-    fig, ax = _axes(ax, figsize=(7, 3.5))
+    fig, ax = figure_axes(ax, figsize=(7, 3.5))
     width, offset = 0.8 / (2 * len(tables)), 0.0
     for name, table in tables.items():
         x = np.arange(len(table))
@@ -66,7 +66,8 @@ def plot_agreement(tables: Mapping[str, pd.DataFrame], ax: Any = None) -> tuple[
 
 
 def plot_probe_history(history: pd.DataFrame, axes: Any = None) -> tuple[Any, Any]:
-    """Steps/s, busy cores and peak memory of every probe so far, side by side."""
+    """Steps/s, busy cores and peak memory of every probe so far, side by side; probes
+    made by hand (``source`` "manual") in blue, the search's in grey."""
     import matplotlib.pyplot as plt
 
     if axes is None:
@@ -74,10 +75,11 @@ def plot_probe_history(history: pd.DataFrame, axes: Any = None) -> tuple[Any, An
     else:
         fig = axes[0].figure
     labels = [f"{r.workers}w/{r.replicas}r b{r.max_batch}" for r in history.itertuples()]
-    for ax, column, title in zip(axes, ("steps_per_s", "cpu_cores", "peak_mem_gib"),
+    manual = history.get("source", pd.Series(["manual"] * len(history))).eq("manual")
+    colors = ["tab:blue" if m else "tab:gray" for m in manual]
+    for ax, column, title in zip(axes, ("steps_per_s", "busy_cores", "peak_mem_gib"),
                                  ("steps/s", "busy cores", "peak memory (GiB)")):
-        ax.bar(range(len(history)), history[column],
-               color=["tab:gray"] * (len(history) - 1) + ["tab:blue"])
+        ax.bar(range(len(history)), history[column], color=colors)
         ax.set_xticks(range(len(history)), labels, rotation=45, ha="right", fontsize=7)
         ax.set_title(title, fontsize=9)
     fig.tight_layout()

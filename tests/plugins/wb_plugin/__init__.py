@@ -1,0 +1,1 @@
+"""A policy and a benchmark defined outside the workbench, for its tests."""

@@ -1,0 +1,50 @@
+"""The architecture holds: one-way layers (import-linter) and one step loop."""
+
+import ast
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "workbench"
+
+
+def test_import_linter_layers_contract_is_kept(monkeypatch, capsys):
+    from importlinter.cli import lint_imports
+
+    monkeypatch.chdir(REPO)
+    code = lint_imports()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "1 kept, 0 broken" in out
+
+
+def test_every_package_and_top_module_of_the_workbench_sits_in_a_layer():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    layered = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+    modules = {f"workbench.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    packages = {f"workbench.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert modules | packages <= layered, sorted((modules | packages) - layered)
+
+
+def _step_calls():
+    """(module, receiver) of every ``<receiver>.step(...)`` call in the package."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "step"):
+                yield str(path.relative_to(REPO)), ast.unparse(node.func.value)
+
+
+def test_exactly_one_module_steps_an_adapter():
+    calls = set(_step_calls())
+    on_adapters = {module for module, receiver in calls if "adapter" in receiver}
+    assert on_adapters == {"workbench/runtime/episode.py"}, calls
+    # every other .step( is on something that is not an adapter: the benchmark's own
+    # environment inside its adapter, and an optimizer
+    assert calls == {("workbench/runtime/episode.py", "self.adapter"),
+                     ("workbench/benchmarks/metaworld.py", "self._env"),
+                     ("workbench/studies/training.py", "opt")}, calls

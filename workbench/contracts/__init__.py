@@ -1,0 +1,52 @@
+"""The bottom layer: what every other package of the workbench may import.
+
+Episode identities and plans (:mod:`.plan`), protocols and capabilities
+(:mod:`.protocols`, :mod:`.capabilities`), episode results and error kinds
+(:mod:`.results`), references to components (:mod:`.registry`), and small shared
+helpers: Wilson intervals (:mod:`.stats`), resource monitors (:mod:`.resources`), the
+axes helper of every plot (:mod:`.plotting`) and headless rendering
+(:mod:`.rendering`). It imports nothing else of the workbench.
+"""
+
+from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
+from workbench.contracts.plan import EpisodeSpec, plan_episodes, shard_episodes
+from workbench.contracts.plotting import figure_axes
+from workbench.contracts.protocols import (
+    PROTOCOLS,
+    ActionContract,
+    ContractError,
+    Feature,
+    Protocol,
+    get_protocol,
+    sample_observation,
+    validate_action,
+    validate_observation,
+)
+from workbench.contracts.registry import Factory, Registry, adopt_sys_path, import_target
+from workbench.contracts.rendering import use_headless_rendering
+from workbench.contracts.resources import (
+    GpuSample,
+    ResourceMonitor,
+    ResourceUsage,
+    cpu_usage,
+    gpu_busy,
+    gpu_status,
+)
+from workbench.contracts.results import (
+    EpisodeResult,
+    ErrorKind,
+    InfrastructureError,
+    describe_exception,
+    summarize,
+)
+from workbench.contracts.stats import wilson_interval
+
+__all__ = [
+    "PROTOCOLS", "ActionContract", "Capabilities", "ContractError", "EpisodeContext",
+    "EpisodeResult", "EpisodeSpec", "ErrorKind", "Factory", "Feature", "GpuSample",
+    "InfrastructureError", "LoadContext", "Observation", "Protocol", "Registry",
+    "ResourceMonitor", "ResourceUsage", "adopt_sys_path", "cpu_usage", "describe_exception",
+    "figure_axes", "get_protocol", "gpu_busy", "gpu_status", "import_target", "plan_episodes",
+    "sample_observation", "shard_episodes", "summarize", "use_headless_rendering",
+    "validate_action", "validate_observation", "wilson_interval",
+]

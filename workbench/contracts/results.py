@@ -1,0 +1,130 @@
+"""Episode results and who is to blame when an episode fails.
+
+Error kinds keep infrastructure apart from task failure:
+
+- no error: the episode ran; ``success`` says how it went;
+- :attr:`ErrorKind.POLICY`: the policy raised, or broke the action contract. A failure
+  of the policy; it counts as a failed episode in success rates;
+- :attr:`ErrorKind.INFRASTRUCTURE`: the harness failed (a render, a transport, a dead
+  simulator or replica process, an interrupted run). Left out of success rates.
+
+>>> EpisodeResult(False, None, 12, 0.5, ErrorKind.POLICY, "raised").error_kind == "policy"
+True
+>>> EpisodeResult(False, None, 0, 0.0, "oops")
+Traceback (most recent call last):
+...
+ValueError: error_kind must be one of [None, 'policy', 'infrastructure'], got 'oops'
+"""
+
+from __future__ import annotations
+
+import enum
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+class ErrorKind(str, enum.Enum):
+    """Who failed: the policy or the harness. Compares equal to its stored string."""
+
+    POLICY = "policy"
+    INFRASTRUCTURE = "infrastructure"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class InfrastructureError(RuntimeError):
+    """The harness failed (a render, a transport, a dead process), not the policy."""
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """What one finished episode recorded.
+
+    terminal_step: step of first success, else None. steps: environment steps taken.
+    policy_calls: times the policy was asked for actions; observations: observations
+    read (every step when observing every step, else at chunk boundaries).
+    """
+
+    success: bool
+    terminal_step: int | None
+    steps: int
+    wall_s: float
+    error_kind: ErrorKind | None = None
+    error_message: str | None = None
+    video_path: str | None = None
+    rollout_path: str | None = None
+    policy_calls: int = 0
+    observations: int = 0
+
+    def __post_init__(self) -> None:
+        if self.error_kind is not None:
+            try:
+                object.__setattr__(self, "error_kind", ErrorKind(self.error_kind))
+            except ValueError:
+                allowed = [None] + [k.value for k in ErrorKind]
+                raise ValueError(f"error_kind must be one of {allowed}, "
+                                 f"got {self.error_kind!r}") from None
+
+    @classmethod
+    def failed(cls, kind: ErrorKind, message: str, steps: int = 0,
+               wall_s: float = 0.0) -> "EpisodeResult":
+        """An episode that ended in an error before it could succeed."""
+        return cls(False, None, steps, wall_s, kind, message)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message at file:line`` of where it was raised.
+
+    >>> try:
+    ...     raise KeyError("x")
+    ... except KeyError as exc:
+    ...     describe_exception(exc).split(" at ")[0]
+    "KeyError: 'x'"
+    """
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per-task table of a results frame (one row per episode, as records store them).
+
+    Columns: task, episodes, successes, success_rate (infrastructure errors left
+    out), mean_terminal_step (of successes), policy_errors, infra_errors; a last
+    row ``ALL`` sums the tasks.
+
+    >>> df = pd.DataFrame({"task": ["a", "a", "b"], "episode_id": ["1", "2", "3"],
+    ...                    "status": "finished", "success": [True, False, True],
+    ...                    "terminal_step": [5, None, 9],
+    ...                    "error_kind": [None, "infrastructure", None]})
+    >>> summarize(df)[["task", "successes", "success_rate", "infra_errors"]].values.tolist()
+    [['a', 1, 1.0, 1], ['b', 1, 1.0, 0], ['ALL', 2, 1.0, 1]]
+    """
+    df = results.copy()
+    df["infra"] = df["error_kind"].eq(ErrorKind.INFRASTRUCTURE.value)
+    df["policy_err"] = df["error_kind"].eq(ErrorKind.POLICY.value)
+    scored = df[~df["infra"] & df["status"].eq("finished")]
+    by_task = df.groupby("task").agg(episodes=("episode_id", "size"),
+                                     policy_errors=("policy_err", "sum"),
+                                     infra_errors=("infra", "sum"))
+    scores = scored.groupby("task").agg(successes=("success", "sum"),
+                                        scored=("success", "size"),
+                                        mean_terminal_step=("terminal_step", "mean"))
+    table = by_task.join(scores, how="left").fillna({"successes": 0, "scored": 0})
+    table["success_rate"] = np.where(table["scored"] > 0,
+                                     table["successes"] / table["scored"].clip(lower=1), np.nan)
+    table = table.reset_index()[["task", "episodes", "successes", "success_rate",
+                                 "mean_terminal_step", "policy_errors", "infra_errors"]]
+    total = pd.DataFrame([{
+        "task": "ALL", "episodes": int(table["episodes"].sum()),
+        "successes": int(table["successes"].sum()),
+        "success_rate": scored["success"].mean() if len(scored) else np.nan,
+        "mean_terminal_step": scored["terminal_step"].mean(),
+        "policy_errors": int(table["policy_errors"].sum()),
+        "infra_errors": int(table["infra_errors"].sum())}])
+    return pd.concat([table, total], ignore_index=True).astype(
+        {"episodes": int, "successes": int, "policy_errors": int, "infra_errors": int})

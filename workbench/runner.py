@@ -1,0 +1,139 @@
+"""The one road from a config to records: :func:`run`.
+
+``run(config)`` owns plan -> freeze -> recover -> execute -> record for every backend
+(``sequential``, ``pool``, ``ray``; the config's ``backend`` picks one from
+:data:`BACKENDS`). The CLI, the notebooks, the ranking pipeline, the benchmarks and
+Ray all come through here. Running the same config again resumes the same run:
+finished episodes are kept and never re-run; an episode left claimed by a crash is
+recorded as an infrastructure error, not retried.
+
+>>> import tempfile
+>>> out = tempfile.mkdtemp()
+>>> result = run({"benchmark": "metaworld", "suite": "MT1:reach-v3", "policy": "expert",
+...               "image_size": 32, "output_dir": out, "progress": False})
+>>> result.results[["task", "success"]].values.tolist()
+[['reach-v3', True]]
+>>> run({"benchmark": "metaworld", "suite": "MT1:reach-v3", "policy": "expert",
+...      "image_size": 32, "output_dir": out, "progress": False}).report.rows  # resumed
+[]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from workbench.config import EvalConfig, as_config
+from workbench.contracts.plan import plan_episodes, shard_episodes
+from workbench.contracts.rendering import use_headless_rendering
+from workbench.records.store import RecordStore
+from workbench.runtime.episode import EpisodeObserver
+from workbench.runtime.job import Components, Job, build_components
+from workbench.runtime.parallel import execute_pool
+from workbench.runtime.pool import EvalPool
+from workbench.runtime.ray_backend import execute_ray
+from workbench.runtime.search import SearchResult
+from workbench.runtime.sequential import execute_sequential
+from workbench.runtime.sink import RunReport
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """A run's records and what its execution measured.
+
+    results: every episode of the run as stored (earlier invocations included);
+    report: this invocation's episodes, timings and resources; search: what the
+    concurrency search probed and chose (when it ran); e2e_s: seconds of the whole
+    call, set-up included.
+    """
+
+    config: EvalConfig
+    run_id: str
+    records_path: Path
+    output_dir: Path
+    results: pd.DataFrame
+    report: RunReport
+    search: SearchResult | None
+    e2e_s: float
+
+
+def _sequential(job: Job, pool: EvalPool | None,
+                observers: Sequence[EpisodeObserver]) -> tuple[RunReport, None]:
+    if pool is not None:
+        raise ValueError("backend sequential runs in this process; a pool was passed")
+    return execute_sequential(job, observers), None
+
+
+def _pool(job: Job, pool: EvalPool | None,
+          observers: Sequence[EpisodeObserver]) -> tuple[RunReport, SearchResult | None]:
+    _no_observers("pool", observers)
+    return execute_pool(job, pool)
+
+
+def _ray(job: Job, pool: EvalPool | None,
+         observers: Sequence[EpisodeObserver]) -> tuple[RunReport, None]:
+    _no_observers("ray", observers)
+    if pool is not None:
+        raise ValueError("backend ray starts its pools on the cluster; a local pool was passed")
+    return execute_ray(job), None
+
+
+def _no_observers(backend: str, observers: Sequence[EpisodeObserver]) -> None:
+    if observers:
+        raise ValueError(f"episode observers run in-process: use backend sequential, not "
+                         f"{backend}")
+
+
+Backend = Callable[[Job, EvalPool | None, Sequence[EpisodeObserver]],
+                   tuple[RunReport, SearchResult | None]]
+BACKENDS: dict[str, Backend] = {"sequential": _sequential, "pool": _pool, "ray": _ray}
+
+
+def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | None = None,
+        observers: Sequence[EpisodeObserver] = ()) -> EvalRun:
+    """Plan, freeze and execute ``config`` (an :class:`EvalConfig` or its mapping).
+
+    pool: a warm pool (from :func:`open_pool`) to run on instead of starting one
+    (backend pool); observers: watchers of every episode's step loop (backend
+    sequential). The policy is checked against the benchmark before anything is
+    claimed.
+    """
+    start = time.perf_counter()
+    use_headless_rendering()
+    config = as_config(config)
+    parts = build_components(config)
+    out = Path(config.output_dir)
+    store = RecordStore(out / "records.sqlite")
+    try:
+        job = _freeze(config, parts, store)
+        report, search = BACKENDS[config.backend](job, pool, observers)
+        results = store.results(job.run_id)
+    finally:
+        store.close()
+    return EvalRun(config, job.run_id, store.path, out, results, report, search,
+                   time.perf_counter() - start)
+
+
+def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:
+    plan = plan_episodes(config.benchmark_class.name, config.suite, config.task_names(),
+                         config.episodes)
+    plan = shard_episodes(plan, config.shards, config.shard)
+    run_id = store.create_run(config.resolved_run_id(), plan, config.to_dict(),
+                              policy=parts.policy_name, diagnostic=parts.capabilities.privileged)
+    store.recover(run_id)  # a crashed earlier attempt: recorded, never retried
+    return Job(config, parts, plan, store, run_id)
+
+
+def open_pool(config: EvalConfig | Mapping[str, Any], max_workers: int | None = None,
+              max_replicas: int | None = None) -> EvalPool:
+    """A warm pool for ``config``'s benchmark and policy, to pass to several :func:`run`
+    calls (a sweep, probes); sized ``max_workers`` x ``max_replicas`` (default: the
+    config's pool section). Close it (or use it in ``with``) when done."""
+    use_headless_rendering()
+    config = as_config(config)
+    return EvalPool(build_components(config), max_workers or config.pool.workers,
+                    max_replicas or config.pool.replicas)

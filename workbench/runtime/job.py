@@ -1,0 +1,91 @@
+"""What the runner hands a backend: the run's components, frozen plan and records.
+
+:func:`build_components` resolves a config's benchmark and policy once, in the
+driver: the policy is built (not loaded) to read its capabilities, and checked against
+the benchmark's protocol before any process starts or any episode is claimed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.benchmarks.base import check_compatibility
+from workbench.config import EvalConfig
+from workbench.contracts.capabilities import Capabilities
+from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.protocols import Protocol
+from workbench.contracts.registry import Factory
+from workbench.policies.base import Policy
+from workbench.records.store import RecordStore
+from workbench.runtime.episode import EpisodeOptions
+from workbench.runtime.sink import RecordSink, video_episodes
+
+RUNTIME_PRELOAD = ("workbench.runtime.worker", "workbench.runtime.replica")
+
+
+@dataclass(frozen=True)
+class Components:
+    """A config's benchmark and policy, resolved: picklable factories for the processes
+    that build them, and what the driver needs to know before any of them starts."""
+
+    adapter_factory: Factory
+    policy_factory: Factory
+    protocol: Protocol
+    capabilities: Capabilities
+    policy_name: str
+    preload: tuple[str, ...]
+    image_size: int
+    device: str
+
+    @property
+    def camera_count(self) -> int:
+        """How many image features the policy reads (what the transport must hold)."""
+        return sum(self.protocol.feature(f).dtype == "uint8" for f in self.capabilities.features)
+
+
+def build_components(config: EvalConfig) -> Components:
+    """Resolve ``config``'s benchmark and policy; raises ContractError when the policy
+    reads features or emits actions the benchmark does not serve."""
+    adapter_cls = config.benchmark_class
+    factory = config.policy_factory()
+    try:
+        policy = factory()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"policy {config.policy!r} with options {dict(config.policy_options)}: "
+                         f"{exc}") from None
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy {config.policy!r} built a {type(policy).__name__}, "
+                         "not a workbench Policy")
+    check_compatibility(adapter_cls.protocol, policy.capabilities)
+    preload = tuple(dict.fromkeys(RUNTIME_PRELOAD + adapter_cls.preload + type(policy).preload))
+    return Components(config.adapter_factory(), factory, adapter_cls.protocol,
+                      policy.capabilities, policy.name, preload, config.image_size, config.device)
+
+
+@dataclass
+class Job:
+    """One run of a frozen plan: the config, its components, and where records go."""
+
+    config: EvalConfig
+    parts: Components
+    plan: list[EpisodeSpec]
+    store: RecordStore
+    run_id: str
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.config.output_dir).resolve()
+
+    def sink(self, label: str) -> RecordSink:
+        """A sink over this run's records, its progress bar sized to what is pending."""
+        return RecordSink(self.store, self.run_id, label, len(self.store.pending(self.run_id)),
+                          self.config.progress)
+
+    def videos(self) -> set[str]:
+        """Episode ids to film (the plan's first N, see ``video``)."""
+        return video_episodes(self.plan, self.config.video)
+
+    def episode_options(self, spec: EpisodeSpec, videos: set[str]) -> EpisodeOptions:
+        return EpisodeOptions(self.config.observe_every_step, self.run_id, str(self.output_dir),
+                              spec.episode_id in videos)

@@ -1,0 +1,182 @@
+"""Runtime experiments behind the notebooks: the pool sweep, the variant ladder, outcome
+agreement, the search table and hand-made probes.
+
+Each runs the workload of one :class:`~workbench.config.EvalConfig` through the runner
+(:func:`workbench.runner.run`), several times, and returns a DataFrame whose rows mirror
+a table of the first source paper, measured on this machine. Every row runs the same
+episode list; records go to a temporary folder (these are measurements, not results
+to keep). Numbers are kept at full precision; round them where a table is shown.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from workbench.config import EvalConfig, PoolConfig, as_config
+from workbench.runner import EvalRun, open_pool, run
+from workbench.runtime.agreement import outcome_agreement
+from workbench.runtime.pool import EvalPool
+from workbench.runtime.search import GIB, SearchResult, probe_row
+
+ConfigLike = EvalConfig | Mapping[str, Any]
+
+
+def pool_configs(configurations: Sequence[Sequence[int]],
+                 max_wait_ms: float = 5.0) -> list[PoolConfig]:
+    """``[workers, replicas]`` or ``[workers, replicas, max_batch]`` lists as PoolConfigs
+    (a missing batch size is derived: ``PoolConfig.batch``).
+
+    >>> [c.label for c in pool_configs([[2, 1], [4, 2, 1]])]
+    ['2w/1r b2', '4w/2r b1']
+    """
+    return [PoolConfig(*c[:2], max_batch=c[2] if len(c) > 2 else None, max_wait_ms=max_wait_ms)
+            for c in configurations]
+
+
+def _scratch(config: ConfigLike, folder: str, **changes: Any) -> EvalConfig:
+    """``config`` writing its records under ``folder``, quietly."""
+    return as_config(config).replace(output_dir=folder, progress=False, video="off", **changes)
+
+
+def run_row(result: EvalRun) -> dict[str, Any]:
+    """One table row of a run: configuration, outcome, time, rate, cores and memory."""
+    report = result.report
+    row = {"backend": report.backend, "episodes": len(report.rows),
+           "successes": report.successes, "steps": report.steps,
+           "observations": sum(int(r["observations"]) for r in report.rows),
+           "setup_s": report.setup_s, "eval_s": report.wall_s, "e2e_s": result.e2e_s,
+           "steps_per_s": report.steps_per_s, "busy_cores": report.busy_cores,
+           "peak_mem_gib": report.peak_rss_bytes / GIB}
+    if report.pool is not None and report.backend == "pool":
+        row = {"workers": report.pool.workers, "replicas": report.pool.replicas,
+               "max_batch": report.pool.batch, **row}
+    return row
+
+
+def sweep_pool(config: ConfigLike, configurations: Sequence[PoolConfig]) -> pd.DataFrame:
+    """The workload at each pool configuration, on one warm pool (environments built
+    before each run's clock starts)."""
+    with tempfile.TemporaryDirectory() as folder:
+        base = _scratch(config, folder, backend="pool", warm_up=True)
+        with open_pool(base, max(c.workers for c in configurations),
+                       max(c.replicas for c in configurations)) as pool:
+            return pd.DataFrame([run_row(run(base.replace(pool=c, run_id=f"sweep-{k}"),
+                                             pool=pool))
+                                 for k, c in enumerate(configurations)])
+
+
+# (variant, what it adds, whether the adapter keeps its environments, config changes)
+LADDER = (
+    ("00 official-like", "official-like path", False,
+     dict(backend="sequential", observe="every_step", warm_up=False)),
+    ("01 shared context", "reuse environment and renderer", True,
+     dict(backend="sequential", observe="every_step", warm_up=True)),
+    ("02 chunk boundary", "observe only at chunk boundaries", True,
+     dict(backend="sequential", observe="chunk_boundary", warm_up=True)),
+)
+
+
+def runtime_ladder(config: ConfigLike, workers: int, replicas: int = 1) -> pd.DataFrame:
+    """Each runtime behaviour added in turn, with its gain over the previous rung.
+
+    00 official-like: environment and renderer rebuilt every episode, an observation
+    every step; 01 shared context: environment and renderer kept for the process's life
+    (built before the clock); 02 chunk boundary: observations read only when the policy
+    acts; 03 two pools: ``workers`` simulator processes sharing ``replicas`` policy
+    replicas. ``reuse_context`` is the MetaWorld adapter's option; an adapter without it
+    cannot run rung 00.
+    """
+    config, rows, frames = as_config(config), [], []
+    with tempfile.TemporaryDirectory() as folder:
+        rungs = [*LADDER, ("03 two pools", f"{workers} workers, {replicas} replica(s)", True,
+                           dict(backend="pool", warm_up=True,
+                                pool=PoolConfig(workers, replicas)))]
+        for k, (name, added, reuse, changes) in enumerate(rungs):
+            options = {**config.benchmark_options, "reuse_context": reuse}
+            result = run(_scratch(config, folder, run_id=f"rung-{k}", benchmark_options=options,
+                                  **changes))
+            rows.append({"variant": name, "added": added, **run_row(result)})
+            frames.append(result.results)
+    table = pd.DataFrame(rows)
+    table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
+    table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
+    agree = [outcome_agreement(frames[0], f) for f in frames]
+    table["success_agreement"] = [a["success_agreement"] for a in agree]
+    table["terminal_agreement"] = [a["terminal_agreement"] for a in agree]
+    return table
+
+
+def agreement_table(config: ConfigLike, configurations: Sequence[PoolConfig]) -> pd.DataFrame:
+    """Success and terminal-step agreement of pool configurations with the sequential
+    backend on the same episodes (identity is expected for deterministic,
+    batch-invariant policies; neural policies may differ through batched arithmetic)."""
+    with tempfile.TemporaryDirectory() as folder:
+        reference = run(_scratch(config, folder, backend="sequential", warm_up=True,
+                                 run_id="reference"))
+        rows = [{"configuration": "sequential", **run_row(reference)}]
+        base = _scratch(config, folder, backend="pool", warm_up=True)
+        with open_pool(base, max(c.workers for c in configurations),
+                       max(c.replicas for c in configurations)) as pool:
+            for k, pool_config in enumerate(configurations):
+                result = run(base.replace(pool=pool_config, run_id=f"pool-{k}"), pool=pool)
+                rows.append({"configuration": pool_config.label, **run_row(result),
+                             **outcome_agreement(reference.results, result.results)})
+    table = pd.DataFrame(rows)
+    table.loc[0, ["success_agreement", "terminal_agreement"]] = 1.0
+    table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
+    return table
+
+
+def search_table(config: ConfigLike) -> tuple[SearchResult, pd.DataFrame]:
+    """Run ``config`` with its concurrency search on (``search.enabled``), then the chosen
+    configuration on the workload; returns the search result and a one-row table of the
+    chosen run (``search_s``: the search's seconds; ``e2e_s``: the whole call's)."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = run(_scratch(config, folder, backend="pool", run_id="searched",
+                              search={"enabled": True}))
+    row = run_row(result) | {"search_s": result.search.search_s}
+    return result.search, pd.DataFrame([row])
+
+
+class ProbeSession:
+    """Short probes at chosen pool configurations on one warm pool, remembered in order.
+
+    history: earlier probes to show beside the new ones (a search's probe table, say).
+    The pool starts on the first probe, sized ``max_workers`` x ``max_replicas``, and
+    stays warm until :meth:`close`.
+    """
+
+    def __init__(self, config: ConfigLike, max_workers: int, max_replicas: int,
+                 history: pd.DataFrame | None = None) -> None:
+        self.config = as_config(config)
+        self.max_workers, self.max_replicas = max_workers, max_replicas
+        self.pool: EvalPool | None = None
+        self.rows: list[dict[str, Any]] = [] if history is None else [
+            {**row, "source": row.get("source", "search")}
+            for row in history.to_dict("records")]
+        self._folder = tempfile.TemporaryDirectory()
+
+    def probe(self, pool_config: PoolConfig) -> dict[str, Any]:
+        """Run the workload once at ``pool_config``; returns the probe's row (also kept)."""
+        base = _scratch(self.config, self._folder.name, backend="pool", warm_up=True)
+        if self.pool is None:
+            self.pool = open_pool(base, self.max_workers, self.max_replicas)
+        result = run(base.replace(pool=pool_config, run_id=f"probe-{len(self.rows)}"),
+                     pool=self.pool)
+        row = probe_row(len(self.rows), result.report) | {"source": "manual"}
+        self.rows.append(row)
+        return row
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        self._folder.cleanup()
