@@ -14,17 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
-import time
 
-os.environ.setdefault("MUJOCO_GL", "egl")
-
-from workbench.benchmarks.metaworld import MetaWorldAdapter, task_set  # noqa: E402
-from workbench.plan import plan_episodes  # noqa: E402
-from workbench.policies import make_policy  # noqa: E402
-from workbench.records import RecordStore  # noqa: E402
-from workbench.runtime.sequential import evaluate_sequential  # noqa: E402
+import workbench
+from workbench.contracts import use_headless_rendering
 
 
 def main() -> None:
@@ -33,28 +26,19 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=40, help="step cap per episode")
     parser.add_argument("--policy", default="vision", help="vision or expert-vision-cost")
     args = parser.parse_args()
-
-    start = time.perf_counter()
-    task_set("MT10")
-    adapter = MetaWorldAdapter("MT10", image_size=224)
-    adapter.max_steps = args.max_steps
-    policy = make_policy(args.policy, chunk_size=8)
-    plan = plan_episodes("metaworld", "MT10", adapter.tasks(), args.episodes)
-    store = RecordStore(os.path.join(tempfile.mkdtemp(), "records.sqlite"))
-    store.create_run("baseline", plan, vars(args))
-    setup_s = time.perf_counter() - start
-    t0 = time.perf_counter()
-    df = evaluate_sequential(adapter, policy, plan, store, "baseline", progress=False)
-    wall = time.perf_counter() - t0
-    adapter.close()
+    use_headless_rendering()
+    result = workbench.run(dict(
+        benchmark="metaworld", suite="MT10", episodes=args.episodes, max_steps=args.max_steps,
+        policy=args.policy, policy_options={"chunk_size": 8}, image_size=224,
+        backend="sequential", progress=False, output_dir=tempfile.mkdtemp(prefix="baseline-")))
+    df, report = result.results, result.report
     table = df.groupby("task").agg(episodes=("steps", "size"), steps=("steps", "sum"),
                                    wall_s=("wall_s", "sum"), successes=("success", "sum"))
     table["steps_per_s"] = table["steps"] / table["wall_s"]
     print(table.round(2).to_string())
-    steps = int(df["steps"].sum())
     print(json.dumps({"system": "sequential", "policy": args.policy, "episodes": len(df),
-                      "steps": steps, "eval_s": round(wall, 2), "setup_s": round(setup_s, 2),
-                      "steps_per_s": round(steps / wall, 3),
+                      "steps": report.steps, "eval_s": report.wall_s, "setup_s": report.setup_s,
+                      "steps_per_s": report.steps_per_s,
                       "successes": int(df["success"].sum())}))
 
 

@@ -5,9 +5,10 @@ Workload: the scripted expert wrapped to pay the vision policy's full cost
 VisionPolicy network run at every chunk boundary, chunks of 8), so episodes end by
 success as in a real evaluation. Every system runs the same episode list.
 
-Systems:
+Systems (the workbench's through its runner, ``workbench.run``):
 - sequential: the official-like loop (an observation rendered at every step);
-- workbench fixed: two pools at a fixed configuration (workers = cores, 1 replica);
+- workbench fixed: two pools at a fixed configuration (workers = cores, 1 replica),
+  environments built lazily as an evaluation from cold would;
 - workbench search: the concurrency search, then the chosen configuration;
 - vla-eval: ``vla-eval run --no-docker`` shards against its batching model server
   (chunked, same network cost), tuned over shards, max batch and wait on a probe
@@ -33,66 +34,50 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd  # noqa: E402
 import psutil  # noqa: E402
 
-from workbench.benchmarks.metaworld import MetaWorldAdapter, suite_tasks, task_set  # noqa: E402
-from workbench.plan import plan_episodes  # noqa: E402
-from workbench.policies import make_policy  # noqa: E402
-from workbench.records import RecordStore  # noqa: E402
+import workbench  # noqa: E402
+from workbench.config import EvalConfig, PoolConfig  # noqa: E402
+from workbench.contracts import use_headless_rendering  # noqa: E402
 from workbench.runtime.agreement import outcome_agreement  # noqa: E402
-from workbench.runtime.episode import warm_up  # noqa: E402
+from workbench.runtime.job import build_components  # noqa: E402
 from workbench.runtime.limits import measure_step_cost  # noqa: E402
-from workbench.runtime.parallel import adapter_factory, policy_factory  # noqa: E402
-from workbench.runtime.pool import EvalPool, PoolConfig  # noqa: E402
-from workbench.runtime.search import SearchSettings, search_concurrency  # noqa: E402
-from workbench.runtime.sequential import evaluate_sequential  # noqa: E402
 
 POLICY = ("expert-vision-cost", {"chunk_size": 8})
 
 
-def run_sequential(plan: list) -> dict:
-    start = time.perf_counter()
-    task_set("MT10")
-    adapter = MetaWorldAdapter("MT10", image_size=224)
-    policy = make_policy(POLICY[0], **POLICY[1])
-    store = RecordStore(Path(tempfile.mkdtemp()) / "seq.sqlite")
-    store.create_run("seq", plan, {})
-    warm_up(adapter, plan, policy.capabilities.features)  # as the pools' workers are warmed
-    t0 = time.perf_counter()
-    df = evaluate_sequential(adapter, policy, plan, store, "seq", progress=False)
-    eval_s = time.perf_counter() - t0
-    adapter.close()
-    return _row("sequential", df, eval_s, time.perf_counter() - start)
+def workload(n_tasks: int, episodes: int) -> EvalConfig:
+    """The first ``n_tasks`` MT10 tasks with the vision-cost expert at 224 px; records go to
+    a scratch folder."""
+    config = workbench.load_config(dict(
+        benchmark="metaworld", suite="MT10", episodes=episodes, policy=POLICY[0],
+        policy_options=POLICY[1], image_size=224, progress=False,
+        output_dir=tempfile.mkdtemp(prefix="throughput-")))
+    return config.replace(tasks=config.task_names()[:n_tasks])
 
 
-def run_pool(plan: list, config: PoolConfig | None, cores: int) -> tuple[dict, pd.DataFrame]:
-    start = time.perf_counter()
-    make_adapter = adapter_factory("metaworld", suite="MT10", image_size=224)
-    make_pol = policy_factory(POLICY[0], **POLICY[1])
-    max_workers = config.workers if config else 2 * cores
-    max_replicas = config.replicas if config else 2
-    probes = None
-    with EvalPool(make_adapter, make_pol, max_workers, max_replicas) as pool:
-        if config is None:
-            result = search_concurrency(pool, plan, SearchSettings(), cores=cores)
-            config, probes, search_s = result.best, result.probes, result.search_s
-        else:  # environments are built lazily, as an evaluation from cold would
-            search_s = 0.0
-        pool.configure(config)
-        store = RecordStore(Path(tempfile.mkdtemp()) / "wb.sqlite")
-        store.create_run("wb", plan, {})
-        report = pool.run(plan, store, "wb")
-        df = store.results("wb")
-    name = "workbench search" if probes is not None else "workbench fixed"
-    row = _row(name, df, report.wall_s, time.perf_counter() - start)
-    row.update(config=f"{config.workers}w/{config.replicas}r b{config.max_batch}",
-               busy_cores=round(report.busy_cores, 2), search_s=round(search_s, 1),
-               peak_mem_gib=round(report.peak_rss_bytes / 1024 ** 3, 2))
-    return row, (probes if probes is not None else pd.DataFrame())
+def run_sequential(config: EvalConfig) -> dict:
+    # environments built before the clock, as the pools' workers (and the search) build theirs
+    result = workbench.run(config.replace(backend="sequential", warm_up=True, run_id="seq"))
+    return _row("sequential", result.results, result.report.wall_s, result.e2e_s)
+
+
+def run_pool(config: EvalConfig, pool: PoolConfig | None, cores: int) -> tuple[dict, pd.DataFrame]:
+    if pool is None:
+        result = workbench.run(config.replace(backend="pool", run_id="search", search={
+            "enabled": True, "max_workers": 2 * cores, "max_replicas": 2}))
+        probes, search_s, name = result.search.probes, result.search.search_s, "workbench search"
+    else:  # environments are built lazily, as an evaluation from cold would
+        result = workbench.run(config.replace(backend="pool", pool=pool, run_id="fixed"))
+        probes, search_s, name = pd.DataFrame(), 0.0, "workbench fixed"
+    report = result.report
+    row = _row(name, result.results, report.wall_s, result.e2e_s)
+    row.update(config=report.pool.label, busy_cores=report.busy_cores, search_s=search_s,
+               peak_mem_gib=report.peak_rss_bytes / 1024 ** 3)
+    return row, probes
 
 
 def run_vla_eval_tuned(plan: list, probe_episodes: int, grid: list[tuple[int, int, float]]
@@ -132,8 +117,8 @@ def _vla_rate(df: pd.DataFrame) -> float:
 def _row(name: str, df: pd.DataFrame, eval_s: float, e2e_s: float) -> dict:
     steps = int(df["steps"].sum())
     return {"system": name, "episodes": len(df), "successes": int(df["success"].sum()),
-            "steps": steps, "eval_s": round(eval_s, 1), "e2e_s": round(e2e_s, 1),
-            "steps_per_s": round(steps / eval_s, 2), "_df": df}
+            "steps": steps, "eval_s": eval_s, "e2e_s": e2e_s, "steps_per_s": steps / eval_s,
+            "_df": df}
 
 
 def main() -> None:
@@ -144,20 +129,21 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None, help="episodes per task")
     parser.add_argument("--skip-vla-eval", action="store_true")
     args = parser.parse_args()
+    use_headless_rendering()
     n_tasks = args.tasks or 10
     episodes = args.episodes or (1 if args.quick else 3)
-    plan = plan_episodes("metaworld", "MT10", suite_tasks("MT10")[:n_tasks], episodes)
+    config = workload(n_tasks, episodes)
+    plan = workbench.plan_episodes("metaworld", "MT10", config.task_names(), episodes)
     cores = psutil.cpu_count() or 1
     grid = [(2, 1, 0.0), (2, 2, 10.0), (3, 3, 10.0)] if args.quick else \
         [(2, 1, 0.0), (2, 2, 10.0), (3, 3, 10.0), (4, 4, 10.0), (4, 2, 5.0)]
 
-    factories = (adapter_factory("metaworld", suite="MT10", image_size=224),
-                 policy_factory(POLICY[0], **POLICY[1]))
-    cost = measure_step_cost(*factories, plan, cores)  # the definition: one process alone
-    loaded = measure_step_cost(*factories, plan, cores, processes=cores)  # all cores busy
-    rows = [run_sequential(plan)]
-    fixed, _ = run_pool(plan, PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0), cores)
-    searched, probes = run_pool(plan, None, cores)
+    parts = build_components(config)
+    cost = measure_step_cost(parts, plan, cores)  # the definition: one process alone
+    loaded = measure_step_cost(parts, plan, cores, processes=cores)  # all cores busy
+    rows = [run_sequential(config)]
+    fixed, _ = run_pool(config, PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0), cores)
+    searched, probes = run_pool(config, None, cores)
     rows += [fixed, searched]
     vla_table = pd.DataFrame()
     if not args.skip_vla_eval:
@@ -165,15 +151,16 @@ def main() -> None:
         rows.append(vla)
 
     seq, frames = rows[0], {r["system"]: r.pop("_df") for r in rows}
-    table = pd.DataFrame(rows).fillna("")
-    table["speedup"] = (table["steps_per_s"] / seq["steps_per_s"]).round(2)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
+    table = pd.DataFrame(rows)
+    table["speedup"] = table["steps_per_s"] / seq["steps_per_s"]
+    with pd.option_context("display.width", 200, "display.max_columns", 20,
+                           "display.precision", 2):
         print(f"limit: {cost.limit_steps_per_s:.1f} steps/s ({cost.cpu_s_per_step * 1000:.1f} "
               f"CPU ms per step over {cost.steps} steps, one process, {cores} cores)")
         print(f"with all cores busy: {loaded.cpu_s_per_step * 1000:.1f} CPU ms per step "
               f"(limit {loaded.limit_steps_per_s:.1f} steps/s); {cores} independent "
               f"in-process loops together: {loaded.independent_steps_per_s:.1f} steps/s")
-        print(table.to_string(index=False))
+        print(table.fillna("").to_string(index=False))
         print("\nconcurrency search probes:")
         print(probes.to_string(index=False))
         if not vla_table.empty:

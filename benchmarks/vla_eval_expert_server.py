@@ -215,11 +215,11 @@ def make_workbench_vision_cost(chunk_size: int = 8, num_threads: int = 1) -> Cal
     state and instruction: the same cost the workbench's ``expert-vision-cost`` pays."""
     import torch
 
-    from workbench.policies.base import LoadContext
+    from workbench.contracts import LoadContext
     from workbench.policies.vision import VisionPolicy
 
     torch.set_num_threads(int(num_threads))
-    policy = VisionPolicy(chunk_size)
+    policy = VisionPolicy("metaworld-v1", chunk_size)
     policy.load(LoadContext("metaworld-v1"))
 
     def cost(obs_batch: list) -> Any:

@@ -7,6 +7,7 @@ YAML format (``benchmark``, ``suite`` and ``policy`` are required)::
     suite: MT1:pick-place-v3      # a suite of the benchmark
     tasks: [pick-place-v3]        # subset of the suite's tasks (default: all)
     episodes: 3                   # episodes per task (initial states 0..episodes-1)
+    max_steps: null               # cap on steps per episode below the benchmark's own limit
     policy: expert                # registered name, "package.module:Policy" or a class
     policy_options: {}            # keyword arguments of the policy
     seed: 0                       # seed of the benchmark's task set
@@ -241,6 +242,7 @@ class EvalConfig:
     policy: str | Callable[..., Any]
     tasks: tuple[str, ...] | None = None
     episodes: int = 1
+    max_steps: int | None = None
     policy_options: Mapping[str, Any] = field(default_factory=dict)
     benchmark_options: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
@@ -268,6 +270,7 @@ class EvalConfig:
 
     def _check_types(self) -> None:
         check_int("episodes", self.episodes, 1)
+        check_int("max_steps", self.max_steps, 1, optional=True)
         check_int("seed", self.seed, 0)
         check_int("image_size", self.image_size, 16)
         check_int("shards", self.shards, 1)

@@ -144,6 +144,7 @@ def reproduce(quick: bool = False, notebooks: Sequence[str] | None = None,
 
     tier = tier or ("tiny" if quick else "default")
     paths, out, figures = notebook_paths(notebooks), Path(out), Path(figures)
+    figures.mkdir(parents=True, exist_ok=True)
     terminal = os.fdopen(os.dup(2), "w")
     rows = []
     bar = tqdm(paths, desc="notebooks", unit="nb", file=terminal, disable=not progress)

@@ -164,3 +164,34 @@ def test_incompatible_policy_is_refused_before_any_process_starts(tmp_path):
         workbench.run(dict(COMMON, policy="helper_policies:Sneaky", output_dir=str(tmp_path),
                            backend="pool"))
     assert not (tmp_path / "records.sqlite").exists()  # nothing was planned or claimed
+
+
+def test_a_policy_class_defined_in_a_notebook_runs_in_pool_processes(tmp_path):
+    import numpy as np
+
+    from workbench.contracts import Capabilities
+    from workbench.policies import Policy
+
+    class LiftUp(Policy):  # defined in a function: not importable by name, as in a notebook
+        name = "lift-up"
+
+        def __init__(self, protocol):
+            super().__init__()
+            self.protocol = protocol
+
+        @property
+        def capabilities(self):
+            return Capabilities(self.protocol, ("state",), chunk_size=5)
+
+        def _act(self, observation, episode_state):
+            return np.tile(np.array([0, 0, 1, 0], np.float32), (5, 1))
+
+    result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=2, max_steps=20,
+                                policy=LiftUp, output_dir=str(tmp_path), backend="pool",
+                                pool=pool_config(2, 1, 1)))
+    df = result.results
+    assert (df["steps"] == 20).all() and (df["policy_calls"] == 4).all()
+    assert df["error_kind"].isna().all() and set(df["policy"]) == {"lift-up"}
+    assert set(df["worker"]) == {"worker-0", "worker-1"}
+    rollout = np.load(df["rollout_path"].iloc[0])
+    assert rollout["state"][-1, 2] > rollout["state"][0, 2]  # it did lift the gripper

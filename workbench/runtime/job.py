@@ -88,4 +88,4 @@ class Job:
 
     def episode_options(self, spec: EpisodeSpec, videos: set[str]) -> EpisodeOptions:
         return EpisodeOptions(self.config.observe_every_step, self.run_id, str(self.output_dir),
-                              spec.episode_id in videos)
+                              spec.episode_id in videos, self.config.max_steps)

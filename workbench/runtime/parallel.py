@@ -28,13 +28,15 @@ def execute_pool(job: Job, pool: EvalPool | None = None
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (pool)")
     try:
         pool.observe_every_step = config.observe_every_step
-        search = (search_concurrency(pool, job.plan, config.search, config.pool.max_wait_ms)
+        search = (search_concurrency(pool, job.plan, config.search, config.pool.max_wait_ms,
+                                     max_steps=config.max_steps)
                   if config.search.enabled else None)
         pool.configure(search.best if search else config.pool, config.observe_every_step)
         if config.warm_up:
             pool.warm_up(sink.pending(job.plan))
         setup_s = time.perf_counter() - start
-        report = pool.run(job.plan, sink, job.run_id, str(job.output_dir), job.videos())
+        report = pool.run(job.plan, sink, job.run_id, str(job.output_dir), job.videos(),
+                          max_steps=config.max_steps)
     finally:
         sink.close()
         if own:

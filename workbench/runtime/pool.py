@@ -131,15 +131,15 @@ class EvalPool:
     # -- running ----------------------------------------------------------------
     def run(self, plan: Sequence[EpisodeSpec], sink: RecordSink | None = None,
             run_id: str = "probe", out_dir: str | None = None,
-            videos: set[str] | frozenset = frozenset(),
-            time_limit_s: float | None = None) -> RunReport:
+            videos: set[str] | frozenset = frozenset(), time_limit_s: float | None = None,
+            max_steps: int | None = None) -> RunReport:
         """Run ``plan``'s episodes that ``sink`` still has pending (all of them without a
         sink: a probe, recording nothing); ``out_dir`` receives rollout files and the
-        MP4s of ``videos``."""
+        MP4s of ``videos``; ``max_steps`` caps each episode."""
         if self.config is None:
             raise RuntimeError("EvalPool.run() before configure()")
         sink = sink or RecordSink(None, run_id)
-        state = _RunState(deque(sink.pending(plan)), sink, run_id, out_dir, set(videos))
+        state = _RunState(deque(sink.pending(plan)), sink, run_id, out_dir, set(videos), max_steps)
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         with ResourceMonitor(self.pids(), interval_s=0.5, children=False,
                              gpu_index=None) as monitor:
@@ -171,7 +171,7 @@ class EvalPool:
                 continue
             state.in_flight[w] = spec
             options = EpisodeOptions(self.observe_every_step, state.run_id, state.out_dir,
-                                     spec.episode_id in state.videos)
+                                     spec.episode_id in state.videos, state.max_steps)
             try:
                 self.workers[w].control.send(("run", (spec, options)))
             except (BrokenPipeError, OSError):
@@ -270,6 +270,7 @@ class _RunState:
     run_id: str
     out_dir: str | None
     videos: set[str]
+    max_steps: int | None
     in_flight: dict[int, EpisodeSpec] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 

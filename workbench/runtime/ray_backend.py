@@ -58,12 +58,14 @@ def run_shard(task: ShardTask) -> list[tuple[str, EpisodeResult, str]]:
             else (config.pool.workers, config.pool.replicas))
     with EvalPool(task.parts, *size) as pool:
         pool.observe_every_step = config.observe_every_step
-        search = (search_concurrency(pool, task.episodes, config.search, config.pool.max_wait_ms)
+        search = (search_concurrency(pool, task.episodes, config.search,
+                                     config.pool.max_wait_ms, max_steps=config.max_steps)
                   if config.search.enabled else None)
         pool.configure(search.best if search else config.pool, config.observe_every_step)
         if config.warm_up:
             pool.warm_up(task.episodes)
-        report = pool.run(task.episodes, None, task.run_id, task.output_dir, task.videos)
+        report = pool.run(task.episodes, None, task.run_id, task.output_dir, task.videos,
+                          max_steps=config.max_steps)
     by_id = {r["episode_id"]: r for r in report.rows}
     fields = EpisodeResult.__dataclass_fields__
     return [(eid, EpisodeResult(**{f: row[f] for f in fields}), f"{row['worker']}")

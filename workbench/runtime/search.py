@@ -117,11 +117,12 @@ def _failure(report: RunReport, first: RunReport | None, settings: SearchConfig)
 
 def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
                        settings: SearchConfig = SearchConfig(), max_wait_ms: float = 5.0,
-                       cores: int | None = None) -> SearchResult:
+                       cores: int | None = None, max_steps: int | None = None) -> SearchResult:
     """Probe (workers, replicas) pairs on ``pool`` and return the best and every probe.
 
     Probes batch at the derived batch size (``PoolConfig.batch``) and wait at most
-    ``max_wait_ms``; the chosen configuration does the same."""
+    ``max_wait_ms``; the chosen configuration does the same. ``max_steps`` caps each
+    probe episode as the run caps its own."""
     start = time.perf_counter()
     cores = cores or psutil.cpu_count() or 1
     max_workers, max_replicas = len(pool.live_workers()), len(pool.live_replicas())
@@ -134,7 +135,8 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
         pool.configure(PoolConfig(workers, replicas, max_wait_ms=max_wait_ms),
                        pool.observe_every_step)
         count = max(settings.probe_episodes, 2 * workers)
-        report = pool.run(episodes[:count], time_limit_s=settings.probe_time_limit_s)
+        report = pool.run(episodes[:count], time_limit_s=settings.probe_time_limit_s,
+                          max_steps=max_steps)
         first = next(iter(reports.values()), None)
         rows.append(_probe_row(len(rows), report, first, settings))
         reports[(workers, replicas)] = report
