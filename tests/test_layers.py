@@ -1,11 +1,9 @@
 """The architecture holds: one-way layers (import-linter) and one step loop."""
 
 import ast
-import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "workbench"

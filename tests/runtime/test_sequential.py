@@ -61,7 +61,8 @@ def test_a_render_failure_is_an_infrastructure_error_of_its_episode_only(tmp_pat
                                 benchmark_options={"fail_render": ["pick-place-v3", 1, 4]},
                                 suite="MT1:pick-place-v3", episodes=3, image_size=32,
                                 policy="expert-vision-cost", policy_options={"chunk_size": 4},
-                                backend=backend, output_dir=str(tmp_path)))
+                                observe="chunk_boundary", backend=backend,
+                                output_dir=str(tmp_path)))
     df = result.results.set_index("episode_id")
     bad = df.loc["metaworld/MT1:pick-place-v3/pick-place-v3/0001"]
     assert bad["error_kind"] == "infrastructure" and bad["steps"] == 4

@@ -11,7 +11,6 @@ to keep). Numbers are kept at full precision; round them where a table is shown.
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
