@@ -195,3 +195,10 @@ def test_a_policy_class_defined_in_a_notebook_runs_in_pool_processes(tmp_path):
     assert set(df["worker"]) == {"worker-0", "worker-1"}
     rollout = np.load(df["rollout_path"].iloc[0])
     assert rollout["state"][-1, 2] > rollout["state"][0, 2]  # it did lift the gripper
+
+
+def test_a_warm_pool_serves_only_the_config_it_was_opened_for(tmp_path):
+    base = dict(COMMON, tasks=["reach-v3"], episodes=1, backend="pool", output_dir=str(tmp_path))
+    with workbench.open_pool(dict(base, policy="expert"), 1, 1) as pool:
+        with pytest.raises(ValueError, match="opened for another benchmark or policy"):
+            workbench.run(dict(base, policy="zero"), pool=pool)

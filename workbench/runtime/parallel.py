@@ -19,6 +19,10 @@ def execute_pool(job: Job, pool: EvalPool | None = None
     closed at the end. With ``search.enabled`` the concurrency search picks the
     configuration first. Returns the run's report and the search's result."""
     start, config = time.perf_counter(), job.config
+    if pool is not None and (pool.parts.adapter_factory, pool.parts.policy_factory) != (
+            job.parts.adapter_factory, job.parts.policy_factory):
+        raise ValueError("the pool passed to run() was opened for another benchmark or policy "
+                         f"({pool.parts.policy_name}); open one for this config")
     own = pool is None
     if own:
         cores = psutil.cpu_count() or 1
