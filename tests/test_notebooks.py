@@ -2,7 +2,6 @@
 
 import ast
 import json
-from pathlib import Path
 
 import nbformat
 import papermill
@@ -11,6 +10,7 @@ import pytest
 from workbench.reproduce import notebook_parameters, notebook_paths
 
 NOTEBOOKS = notebook_paths()
+CELL_TIMEOUT_S = 300  # a cell that hangs fails the test instead of holding CI
 
 
 def test_there_are_notebooks():
@@ -42,7 +42,8 @@ def test_runs_at_tiny_parameters(path, tmp_path):
     params["figures_dir"] = str(tmp_path / "figures")
     out = tmp_path / path.name
     papermill.execute_notebook(str(path), str(out), parameters=params, cwd=str(path.parent),
-                               kernel_name="python3", progress_bar=False)
+                               kernel_name="python3", progress_bar=False,
+                               execution_timeout=CELL_TIMEOUT_S)
     executed = json.loads(out.read_text())
     assert executed["metadata"]["papermill"]["parameters"] == params
     written = list((tmp_path / "figures").glob("*.png"))

@@ -26,6 +26,7 @@ def test_probe_panel_runs_probes_and_keeps_history():
         assert list(history["workers"]) == [1, 2] and list(history["source"]) == ["manual"] * 2
         assert (history["steps_per_s"] > 0).all() and (history["successes"] == 1).all()
         assert "steps/s" in panel.children[2].children[1].value
+        assert bytes(panel.children[3].value).startswith(b"\x89PNG")
     finally:
         panel.session.close()
 
@@ -37,7 +38,11 @@ def test_probe_panel_starts_from_a_search_and_plots_beside_its_probes():
         workers, replicas = panel.children[0].children
         batch, wait = panel.children[1].children
         assert (workers.value, replicas.value, batch.value, wait.value) == (2, 1, 2, 7.5)
+        seeded = bytes(panel.children[3].value)
+        assert seeded.startswith(b"\x89PNG")  # the search's probes are plotted already
         panel.children[2].children[0].click()
+        after = bytes(panel.children[3].value)
+        assert after.startswith(b"\x89PNG") and after != seeded
         history = panel.session.history
         assert list(history["source"]) == ["search", "manual"]
         assert history.iloc[1]["workers"] == 2 and history.iloc[1]["probe"] == 1

@@ -3,7 +3,9 @@
 Sliders for simulator workers, policy replicas, maximum batch and maximum wait; the
 button runs one short probe of the config's workload at those settings
 (:class:`workbench.studies.runtime.ProbeSession`) and plots steps/s, busy cores and
-peak memory next to the earlier probes (a search's, when given as ``history``).
+peak memory next to the earlier probes (a search's, when given as ``history``). The
+plot is an image widget (its PNG bytes), not captured output, so the panel behaves the
+same in JupyterLab and in a notebook run in batch by papermill.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
     history: earlier probes shown on the plot from the start (a search's probe table);
     start: where the sliders begin (a search's choice, say).
     """
+    import io
+
     import ipywidgets as w
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     session = ProbeSession(config, max_workers, max_replicas, history)
     start = start or PoolConfig(min(2, max_workers), 1)
@@ -39,15 +42,15 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
     wait = w.FloatSlider(value=start.max_wait_ms, min=0.0, max=50.0, step=0.5,
                          description="wait (ms)")
     button = w.Button(description="Run probe", button_style="primary")
-    status, out = w.Label(value=""), w.Output()
+    status, plot = w.Label(value=""), w.Image(format="png")
 
     def show() -> None:
-        with out:
-            out.clear_output(wait=True)
-            if session.rows:
-                fig, _ = plot_probe_history(session.history)
-                display(fig)
-                plt.close(fig)
+        if session.rows:
+            fig, _ = plot_probe_history(session.history)
+            png = io.BytesIO()
+            fig.savefig(png, format="png", dpi=90, bbox_inches="tight")
+            plt.close(fig)
+            plot.value = png.getvalue()
 
     def on_click(_: Any) -> None:
         button.disabled, status.value = True, "probing..."
@@ -64,6 +67,6 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
     button.on_click(on_click)
     show()
     panel = w.VBox([w.HBox([workers, replicas]), w.HBox([batch, wait]),
-                    w.HBox([button, status]), out])
+                    w.HBox([button, status]), plot])
     panel.session = session
     return panel
