@@ -49,7 +49,6 @@ class EvalPool:
                  worker_threads: int = 1, replica_threads: int = 1,
                  slot_bytes: int | None = None) -> None:
         self.parts = parts
-        self.capabilities = parts.capabilities
         slot = slot_bytes or max(parts.camera_count, 1) * parts.image_size ** 2 * 3
         ctx = process_context(parts.preload)
         pipes = {(w, r): ctx.Pipe() for w in range(max_workers) for r in range(max_replicas)}
