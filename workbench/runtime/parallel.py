@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 import psutil
 
-from workbench.runtime.job import Job
+from workbench.config import EvalConfig
+from workbench.contracts.plan import EpisodeSpec
+from workbench.runtime.job import Components, Job
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.search import SearchResult, search_concurrency
 from workbench.runtime.sink import RunReport
+
+
+def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
+    """A pool for ``config``: its pool section's size, or the search's limits."""
+    size = (config.search.pool_limits(psutil.cpu_count() or 1) if config.search.enabled
+            else (config.pool.workers, config.pool.replicas))
+    return EvalPool(parts, *size)
+
+
+def prepare_pool(pool: EvalPool, config: EvalConfig, plan: Sequence[EpisodeSpec],
+                 pending: Sequence[EpisodeSpec]) -> SearchResult | None:
+    """Configure ``pool`` for ``config``: its observation schedule, then the search's
+    choice (probing episodes of ``plan``) or the pool section, then, with ``warm_up``,
+    the environments of the ``pending`` episodes. Returns the search's result, if any."""
+    pool.observe_every_step = config.observe_every_step
+    search = (search_concurrency(pool, plan, config.search, config.pool.max_wait_ms,
+                                 max_steps=config.max_steps)
+              if config.search.enabled else None)
+    pool.configure(search.best if search else config.pool, config.observe_every_step)
+    if config.warm_up:
+        pool.warm_up(pending)
+    return search
 
 
 def execute_pool(job: Job, pool: EvalPool | None = None
@@ -25,19 +50,10 @@ def execute_pool(job: Job, pool: EvalPool | None = None
                          f"({pool.parts.policy_name}); open one for this config")
     own = pool is None
     if own:
-        cores = psutil.cpu_count() or 1
-        size = (config.search.pool_limits(cores) if config.search.enabled
-                else (config.pool.workers, config.pool.replicas))
-        pool = EvalPool(job.parts, *size)
+        pool = start_pool(job.parts, config)
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (pool)")
     try:
-        pool.observe_every_step = config.observe_every_step
-        search = (search_concurrency(pool, job.plan, config.search, config.pool.max_wait_ms,
-                                     max_steps=config.max_steps)
-                  if config.search.enabled else None)
-        pool.configure(search.best if search else config.pool, config.observe_every_step)
-        if config.warm_up:
-            pool.warm_up(sink.pending(job.plan))
+        search = prepare_pool(pool, config, job.plan, sink.pending(job.plan))
         setup_s = time.perf_counter() - start
         report = pool.run(job.plan, sink, job.run_id, str(job.output_dir), job.videos(),
                           max_steps=config.max_steps)

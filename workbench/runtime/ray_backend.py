@@ -29,6 +29,7 @@ from workbench.contracts.plan import EpisodeSpec, shard_episodes
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.results import EpisodeResult
 from workbench.runtime.job import Components, Job
+from workbench.runtime.parallel import prepare_pool, start_pool
 from workbench.runtime.sink import RunReport
 
 
@@ -47,25 +48,11 @@ class ShardTask:
 
 def run_shard(task: ShardTask) -> list[tuple[str, EpisodeResult, str]]:
     """Run one shard's episodes on a local pool; returns (episode id, result, worker)."""
-    import psutil
-
-    from workbench.runtime.pool import EvalPool
-    from workbench.runtime.search import search_concurrency
-
     adopt_sys_path(task.sys_path)
-    config = task.config
-    size = (config.search.pool_limits(psutil.cpu_count() or 1) if config.search.enabled
-            else (config.pool.workers, config.pool.replicas))
-    with EvalPool(task.parts, *size) as pool:
-        pool.observe_every_step = config.observe_every_step
-        search = (search_concurrency(pool, task.episodes, config.search,
-                                     config.pool.max_wait_ms, max_steps=config.max_steps)
-                  if config.search.enabled else None)
-        pool.configure(search.best if search else config.pool, config.observe_every_step)
-        if config.warm_up:
-            pool.warm_up(task.episodes)
+    with start_pool(task.parts, task.config) as pool:
+        prepare_pool(pool, task.config, task.episodes, task.episodes)
         report = pool.run(task.episodes, None, task.run_id, task.output_dir, task.videos,
-                          max_steps=config.max_steps)
+                          max_steps=task.config.max_steps)
     by_id = {r["episode_id"]: r for r in report.rows}
     fields = EpisodeResult.__dataclass_fields__
     return [(eid, EpisodeResult(**{f: row[f] for f in fields}), f"{row['worker']}")
