@@ -18,7 +18,6 @@ SCRIPTED = "workbench.policies.aloha_scripted:AlohaScriptedReplay"
 CUBE = "AlohaTransferCube-v0"
 RUN = {"benchmark": ADAPTER, "suite": "sim", "tasks": [CUBE], "image_size": 64,
        "progress": False, "interactions": False}
-OUTCOME = ["episode_id", "success", "terminal_step", "steps"]
 
 
 def spec(task: str, index: int) -> EpisodeSpec:
@@ -94,44 +93,18 @@ def test_steps_are_those_of_gym_aloha_itself(task):
         env._env.physics.free()
 
 
-def test_cameras_render_only_when_the_policy_reads(tmp_path, physics_renders):
-    class Counter(workbench.EpisodeObserver):
-        renders = 0
-
-        def on_observe(self, adapter, step, observation, render_s, read_s):
-            Counter.renders += sum(k.startswith("images.") for k in observation)
-
-    class Chunked(workbench.Policy):
-        name = "chunked"
-
-        @property
-        def capabilities(self):
-            return workbench.Capabilities("robotwin2-v1", ("images.head", "state"),
-                                          chunk_size=4)
-
-        def _act(self, observation, episode_state):
-            return np.repeat(observation["state"][None], 4, axis=0)
-
-    run = workbench.run({**RUN, "policy": Chunked, "max_steps": 20,
-                         "observe": "chunk_boundary", "output_dir": str(tmp_path)},
-                        observers=[Counter()])
-    assert run.results["steps"].tolist() == [20] and Counter.renders == 5
+def test_cameras_render_only_when_the_policy_reads(tmp_path, physics_renders,
+                                                 renders_per_run):
+    steps, calls, renders = renders_per_run(RUN, tmp_path, protocol="robotwin2-v1",
+                                            features=("images.head", "state"), chunk=4,
+                                            steps=20, hold_state=True)
+    assert (steps, calls, renders) == (20, 5, 5)
     assert len(physics_renders) == 5  # the simulator rendered nothing else
 
 
 def test_scripted_transfer_succeeds_the_same_way_on_every_backend_and_shard(
-        tmp_path, physics_renders):
-    scripted = {**RUN, "policy": SCRIPTED, "episodes": 2}
-    one = workbench.run({**scripted, "output_dir": str(tmp_path / "one")})
+        tmp_path, physics_renders, same_outcomes_everywhere):
+    one = same_outcomes_everywhere({**RUN, "policy": SCRIPTED, "episodes": 2}, tmp_path)
     assert not physics_renders  # the scripted replay reads no camera: nothing rendered
-    pool = workbench.run({**scripted, "backend": "pool", "pool": {"workers": 2},
-                          "output_dir": str(tmp_path / "pool")})
-    shards = [workbench.run({**scripted, "shards": 2, "shard": k,
-                             "output_dir": str(tmp_path / f"shard{k}")}).results
-              for k in (0, 1)]
     assert one.results["success"].tolist() == [True, True]
     assert all(150 < t < 400 for t in one.results["terminal_step"])
-    assert one.results[OUTCOME].equals(pool.results[OUTCOME])
-    joined = (shards[0][OUTCOME].merge(shards[1][OUTCOME], how="outer")
-              .sort_values("episode_id").reset_index(drop=True))
-    assert len(shards[0]) and len(shards[1]) and joined.equals(one.results[OUTCOME])

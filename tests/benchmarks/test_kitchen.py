@@ -20,7 +20,6 @@ ADAPTER = "workbench.benchmarks.kitchen:KitchenAdapter"
 SCRIPT = "workbench.policies.kitchen_scripted:KitchenLightSlide"
 RUN = {"benchmark": ADAPTER, "suite": "pairs", "tasks": ["light-slide"], "image_size": 32,
        "progress": False, "max_steps": 120}
-OUTCOME = ["episode_id", "success", "terminal_step", "steps"]
 SCRIPT_STEPS = (60, 90)
 """Steps the script takes for light switch then slide cabinet (73 measured)."""
 
@@ -76,22 +75,13 @@ def test_gymnasium_env_checker_passes():
     env.close()
 
 
-def test_scripted_chain_succeeds_the_same_way_on_every_backend_and_shard(tmp_path):
-    config = {**RUN, "policy": SCRIPT, "episodes": 3}
-    one = workbench.run({**config, "output_dir": str(tmp_path / "one")})
-    pool = workbench.run({**config, "backend": "pool", "pool": {"workers": 2},
-                          "output_dir": str(tmp_path / "pool")})
-    shards = [workbench.run({**config, "shards": 2, "shard": k,
-                             "output_dir": str(tmp_path / f"shard{k}")}).results
-              for k in (0, 1)]
+def test_scripted_chain_succeeds_the_same_way_on_every_backend_and_shard(
+        tmp_path, same_outcomes_everywhere):
+    one = same_outcomes_everywhere({**RUN, "policy": SCRIPT, "episodes": 3}, tmp_path)
     assert one.results["success"].tolist() == [True, True, True]
     assert one.results["diagnostic"].all()
     assert all(SCRIPT_STEPS[0] < t < SCRIPT_STEPS[1] for t in one.results["terminal_step"])
     assert [recorded_chain_length(p) for p in one.results["rollout_path"]] == [2, 2, 2]
-    assert one.results[OUTCOME].equals(pool.results[OUTCOME])
-    joined = (shards[0][OUTCOME].merge(shards[1][OUTCOME], how="outer")
-              .sort_values("episode_id").reset_index(drop=True))
-    assert len(shards[0]) and len(shards[1]) and joined.equals(one.results[OUTCOME])
 
 
 def test_subtasks_out_of_the_chains_order_do_not_count(tmp_path):
@@ -109,25 +99,8 @@ def test_subtasks_out_of_the_chains_order_do_not_count(tmp_path):
     assert recorded_chain_length(run.results["rollout_path"][0]) == 0
 
 
-def test_cameras_render_only_when_the_policy_reads(tmp_path):
-    class Counter(workbench.EpisodeObserver):
-        renders = 0
-
-        def on_observe(self, adapter, step, observation, render_s, read_s):
-            Counter.renders += sum(k.startswith("images.") for k in observation)
-
-    class Chunked(workbench.Policy):
-        name = "chunked"
-
-        @property
-        def capabilities(self):
-            return workbench.Capabilities("kitchen-v1", ("images.primary", "state"),
-                                          chunk_size=4)
-
-        def _act(self, observation, episode_state):
-            return np.zeros((4, 9), np.float32)
-
-    run = workbench.run({**RUN, "policy": Chunked, "max_steps": 12,
-                         "observe": "chunk_boundary", "output_dir": str(tmp_path)},
-                        observers=[Counter()])
-    assert run.results["steps"].tolist() == [12] and Counter.renders == 3
+def test_cameras_render_only_when_the_policy_reads(tmp_path, renders_per_run):
+    steps, calls, renders = renders_per_run(RUN, tmp_path, protocol="kitchen-v1",
+                                            features=("images.primary", "state"), chunk=4,
+                                            steps=12)
+    assert (steps, calls, renders) == (12, 3, 3)

@@ -1,5 +1,5 @@
 """LIBERO on real simulation: set-up, features, the scripted success path, renders only
-when read, outcomes independent of workers; and the refusal that names missing assets."""
+when read, outcomes independent of workers and shards; and the refusal that names missing assets."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,6 @@ import pytest
 import workbench
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import validate_observation
-from workbench.runtime.episode import EpisodeObserver
 
 pytest.importorskip("libero", reason="LIBERO is an extra: pip install 'robo-workbench[libero]'")
 
@@ -57,49 +56,20 @@ def test_features_follow_the_protocol(adapter):
     np.testing.assert_array_equal(obs["images.primary"], raw[::-1, ::-1])
 
 
-class RenderCounter(EpisodeObserver):
-    def __init__(self):
-        self.renders, self.acts = 0, 0
-
-    def on_observe(self, adapter, step, observation, render_s, read_s):
-        self.renders += sum(k.startswith("images.") for k in observation)
-
-    def on_act(self, step, observation, actions, seconds):
-        self.acts += 1
+def test_cameras_render_only_when_the_policy_reads(tmp_path, renders_per_run):
+    steps, calls, renders = renders_per_run(RUN, tmp_path, protocol="libero-v1",
+                                            features=("images.primary", "state"), chunk=5,
+                                            steps=20)
+    assert (steps, calls, renders) == (20, 4, 4)  # one render per chunk of five
 
 
-class ChunkedImageZero(workbench.Policy):
-    name = "chunked-image-zero"
-
-    @property
-    def capabilities(self):
-        return workbench.Capabilities("libero-v1", ("images.primary", "state"), chunk_size=5)
-
-    def _act(self, observation, episode_state):
-        return np.zeros((5, 7), np.float32)
-
-
-def test_cameras_render_only_when_the_policy_reads(tmp_path):
-    counter = RenderCounter()
-    run = workbench.run({**RUN, "policy": ChunkedImageZero, "max_steps": 20,
-                         "observe": "chunk_boundary", "output_dir": str(tmp_path)},
-                        observers=[counter])
-    assert run.results["steps"].tolist() == [20]
-    assert (counter.acts, counter.renders) == (4, 4)  # one render per chunk of five
-
-
-def test_the_scripted_diagnostic_succeeds_and_outcomes_do_not_depend_on_workers(tmp_path):
-    one = workbench.run({**RUN, "policy": "libero-close-drawer", "episodes": 2,
-                         "output_dir": str(tmp_path / "sequential")})
-    two = workbench.run({**RUN, "policy": "libero-close-drawer", "episodes": 2,
-                         "backend": "pool", "pool": {"workers": 2},
-                         "output_dir": str(tmp_path / "pool")})
-    outcome = ["episode_id", "success", "terminal_step", "steps"]
+def test_the_scripted_diagnostic_succeeds_the_same_way_on_every_backend_and_shard(
+        tmp_path, same_outcomes_everywhere):
+    one = same_outcomes_everywhere({**RUN, "policy": "libero-close-drawer", "episodes": 2},
+                                   tmp_path)
     assert one.results["success"].tolist() == [True, True]
     assert one.results["diagnostic"].all()  # a privileged script: not a capability score
     assert all(20 < t < 120 for t in one.results["terminal_step"])
-    assert one.results[outcome].equals(two.results[outcome])
-    assert sorted(r["worker"] for r in two.report.rows) == ["worker-0", "worker-1"]
     assert SETTLE_STEPS == 10
 
 

@@ -14,7 +14,6 @@ from workbench.benchmarks.robosuite import RobosuiteAdapter  # noqa: E402
 
 RUN = {"benchmark": "robosuite", "suite": "single-arm", "tasks": ["Lift"], "image_size": 32,
        "progress": False, "max_steps": 120}
-OUTCOME = ["episode_id", "success", "terminal_step", "steps"]
 
 
 def test_features_follow_the_protocol_and_episodes_start_from_their_seed():
@@ -37,41 +36,16 @@ def test_features_follow_the_protocol_and_episodes_start_from_their_seed():
         adapter.close()
 
 
-def test_scripted_lift_succeeds_the_same_way_on_every_backend_and_shard(tmp_path):
-    one = workbench.run({**RUN, "policy": "robosuite-lift", "episodes": 3,
-                         "output_dir": str(tmp_path / "one")})
-    pool = workbench.run({**RUN, "policy": "robosuite-lift", "episodes": 3, "backend": "pool",
-                          "pool": {"workers": 2}, "output_dir": str(tmp_path / "pool")})
-    shards = [workbench.run({**RUN, "policy": "robosuite-lift", "episodes": 3, "shards": 2,
-                             "shard": k, "output_dir": str(tmp_path / f"shard{k}")}).results
-              for k in (0, 1)]
+def test_scripted_lift_succeeds_the_same_way_on_every_backend_and_shard(
+        tmp_path, same_outcomes_everywhere):
+    one = same_outcomes_everywhere({**RUN, "policy": "robosuite-lift", "episodes": 3},
+                                   tmp_path)
     assert one.results["success"].tolist() == [True, True, True]
     assert all(20 < t < 80 for t in one.results["terminal_step"])
-    assert one.results[OUTCOME].equals(pool.results[OUTCOME])
-    joined = (shards[0][OUTCOME].merge(shards[1][OUTCOME], how="outer")
-              .sort_values("episode_id").reset_index(drop=True))
-    assert len(shards[0]) and len(shards[1]) and joined.equals(one.results[OUTCOME])
 
 
-def test_cameras_render_only_when_the_policy_reads(tmp_path):
-    class Counter(workbench.EpisodeObserver):
-        renders = 0
-
-        def on_observe(self, adapter, step, observation, render_s, read_s):
-            Counter.renders += sum(k.startswith("images.") for k in observation)
-
-    class Chunked(workbench.Policy):
-        name = "chunked"
-
-        @property
-        def capabilities(self):
-            return workbench.Capabilities("robosuite-v1", ("images.wrist", "state"),
-                                          chunk_size=4)
-
-        def _act(self, observation, episode_state):
-            return np.zeros((4, 7), np.float32)
-
-    run = workbench.run({**RUN, "policy": Chunked, "max_steps": 20,
-                         "observe": "chunk_boundary", "output_dir": str(tmp_path)},
-                        observers=[Counter()])
-    assert run.results["steps"].tolist() == [20] and Counter.renders == 5
+def test_cameras_render_only_when_the_policy_reads(tmp_path, renders_per_run):
+    steps, calls, renders = renders_per_run(RUN, tmp_path, protocol="robosuite-v1",
+                                            features=("images.wrist", "state"), chunk=4,
+                                            steps=20)
+    assert (steps, calls, renders) == (20, 5, 5)
