@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 
+import pandas as pd
 import pytest
 
 import workbench
@@ -21,7 +22,7 @@ CONFIGS = [(1, 1, 1), (2, 1, 2), (4, 2, 2), (4, 1, 4), (8, 1, 8)]
 
 
 def outcomes(df):
-    return {r.episode_id: (bool(r.success), None if r.terminal_step != r.terminal_step
+    return {r.episode_id: (bool(r.success), None if pd.isna(r.terminal_step)
                            else int(r.terminal_step), int(r.steps)) for r in df.itertuples()}
 
 
@@ -83,7 +84,7 @@ def test_one_poisoned_episode_fails_alone_inside_real_batches(tmp_path):
 
 def test_observations_read_at_chunk_boundaries_are_pixel_identical(tmp_path):
     seq_log, pool_log = tmp_path / "seq.log", tmp_path / "pool.log"
-    common = dict(COMMON, tasks=["push-v3", "drawer-open-v3"], episodes=1,
+    common = dict(COMMON, tasks=["push-v3", "drawer-open-v3"], episodes=1, max_steps=32,
                   output_dir=str(tmp_path))
     seq = workbench.run(dict(common, policy=functools.partial(HashRecorder, str(seq_log)),
                              run_id="seq"))

@@ -107,7 +107,7 @@ def test_running_a_config_again_resumes_and_a_crashed_claim_is_not_retried(tmp_p
 def test_video_films_the_plans_first_episodes_whatever_the_backend(tmp_path):
     common = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"],
                   episodes=2, policy="expert", image_size=32, progress=False, video=2,
-                  output_dir=str(tmp_path))
+                  max_steps=40, output_dir=str(tmp_path))
     for backend in ("sequential", "pool"):
         df = workbench.run(dict(common, backend=backend, run_id=backend)).results
         filmed = sorted(df.loc[df["video_path"].notna(), "episode_id"])
