@@ -35,13 +35,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from workbench.config import load_config
     from workbench.contracts.results import summarize
+    from workbench.records.store import RecordStore
     from workbench.reports.run_report import write_report
     from workbench.runner import run
+    from workbench.runtime.search import format_search
 
     result = run(load_config(args.config, _parse_set(args.set)))
     with pd.option_context("display.width", 160, "display.max_columns", 20):
+        if result.search is not None:
+            print(format_search(result.search))
         print(summarize(result.results).to_string(index=False))
-    _, page = write_report(result.results, result.output_dir)
+    store = RecordStore(result.records_path)
+    try:
+        searches = store.searches(result.run_id)
+    finally:
+        store.close()
+    _, page = write_report(result.results, result.output_dir, searches=searches)
     print(f"records: {result.records_path} (run {result.run_id}); report: {page}")
     return 0
 
@@ -65,11 +74,18 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.records.store import load_results
+    from workbench.records.store import RecordStore, load_results
     from workbench.reports.run_report import write_report
 
-    json_path, html_path = write_report(load_results(args.db, args.run),
-                                        args.out or Path(args.db).parent)
+    results = load_results(args.db, args.run)
+    store = RecordStore(args.db)
+    try:
+        searches = [s for s in store.searches()
+                    if s["run_id"] in set(results["run_id"].dropna())]
+    finally:
+        store.close()
+    json_path, html_path = write_report(results, args.out or Path(args.db).parent,
+                                        searches=searches)
     print(f"{json_path}\n{html_path}")
     return 0
 

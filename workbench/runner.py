@@ -36,7 +36,7 @@ from workbench.runtime.job import Components, Job, build_components
 from workbench.runtime.parallel import execute_pool
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.ray_backend import execute_ray
-from workbench.runtime.search import SearchResult
+from workbench.runtime.search import SearchResult, as_dict as search_as_dict
 from workbench.runtime.sequential import execute_sequential
 from workbench.runtime.sink import RunReport
 from workbench.service.driver import execute_service
@@ -122,6 +122,8 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | None = None,
     try:
         job = _freeze(config, parts, store)
         report, search = BACKENDS[config.backend](job, pool, observers)
+        if search is not None:
+            store.record_search(job.run_id, search_as_dict(search))
         results = store.results(job.run_id)
     finally:
         store.close()
@@ -142,9 +144,11 @@ def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:
 def open_pool(config: EvalConfig | Mapping[str, Any], max_workers: int | None = None,
               max_replicas: int | None = None) -> EvalPool:
     """A warm pool for ``config``'s benchmark and policy, to pass to several :func:`run`
-    calls (a sweep, probes); sized ``max_workers`` x ``max_replicas`` (default: the
-    config's pool section). Close it (or use it in ``with``) when done."""
+    calls (a sweep, probes). It starts the config's pool section's workers and replicas
+    and grows, as runs ask for more, up to ``max_workers`` x ``max_replicas`` (default:
+    the pool section). Close it (or use it in ``with``) when done."""
     use_headless_rendering()
     config = as_config(config)
-    return EvalPool(build_components(config), max_workers or config.pool.workers,
-                    max_replicas or config.pool.replicas)
+    limits = (max_workers or config.pool.workers, max_replicas or config.pool.replicas)
+    return EvalPool(build_components(config), min(config.pool.workers, limits[0]),
+                    min(config.pool.replicas, limits[1]), limits=limits)

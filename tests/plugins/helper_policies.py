@@ -51,6 +51,22 @@ def raise_deep_in_the_policy():
     raise FloatingPointError("the policy's own bug")
 
 
+class OutOfMemoryAtStep(ZeroPolicy):
+    """Runs out of CUDA memory at step 5 of episode 0001 (raised as torch raises it)."""
+
+    name = "out-of-memory"
+
+    def __init__(self, protocol="metaworld-v1"):
+        super().__init__(protocol)
+
+    def _act(self, observation, episode_state):
+        if observation["episode_id"].endswith("0001") and observation["step"] == 5:
+            import torch
+
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super()._act(observation, episode_state)
+
+
 class DiesAtStep(ZeroPolicy):
     """The replica process exits abruptly at step 3 of episode 0000."""
 

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 import workbench
-from helper_policies import DiesAtStep, HashRecorder, RaisesAtStep
+from helper_policies import DiesAtStep, HashRecorder, OutOfMemoryAtStep, RaisesAtStep
 from workbench.config import PoolConfig
+from workbench.contracts.plan import plan_episodes
+from workbench.runtime.episode import EpisodeOptions
 
 TASKS = ["reach-v3", "push-v3", "drawer-open-v3", "button-press-topdown-v3"]
 COMMON = dict(benchmark="metaworld", suite="MT10", tasks=TASKS, episodes=2, image_size=48,
@@ -131,6 +133,43 @@ def test_replica_exception_is_a_policy_error_with_its_traceback(tmp_path):
     assert "raise_deep_in_the_policy" in bad["error_message"]  # the replica's traceback
     others = df.drop(index="metaworld/MT10/reach-v3/0001")
     assert others["error_kind"].isna().all() and (others["steps"] == 500).all()
+
+
+@pytest.mark.parametrize("backend", ["sequential", "pool"])
+def test_out_of_memory_in_the_policy_is_an_infrastructure_error_of_its_episode(tmp_path,
+                                                                              backend):
+    result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3, max_steps=20,
+                                policy=OutOfMemoryAtStep, output_dir=str(tmp_path),
+                                backend=backend, pool=pool_config(2, 1, 2)))
+    df = result.results.set_index("episode_id")
+    bad = df.loc["metaworld/MT10/reach-v3/0001"]
+    assert bad["error_kind"] == "infrastructure" and bad["steps"] == 5
+    assert "out of memory" in bad["error_message"].lower()
+    assert df.drop(index=bad.name)["error_kind"].isna().all()
+
+
+def test_a_pool_starts_processes_only_as_configurations_ask_for_them(tmp_path):
+    config = dict(COMMON, tasks=["reach-v3", "push-v3"], episodes=2, max_steps=40,
+                  policy="expert", output_dir=str(tmp_path), backend="pool",
+                  pool=pool_config(1, 1, 1))
+    reference = outcomes(workbench.run(dict(config, backend="sequential", run_id="seq")).results)
+    plan = plan_episodes("metaworld", "MT10", ["reach-v3", "push-v3"], 2)
+    with workbench.open_pool(config, max_workers=3, max_replicas=2) as pool:
+        assert (len(pool.workers), len(pool.replicas)) == (1, 1)
+        small = workbench.run(dict(config, run_id="small"), pool=pool)
+        assert (len(pool.workers), len(pool.replicas)) == (1, 1)
+        grown = workbench.run(dict(config, run_id="grown", pool=pool_config(3, 2, 2)), pool=pool)
+        assert (len(pool.live_workers()), len(pool.live_replicas())) == (3, 2)
+        # every pipe the growth wired: the old worker to the new replica, the new workers
+        # to the old replica (round robin alone would not use the first)
+        pool._assign([0, 1, 2], [1, 0])
+        crossed = pool.run(plan, options=EpisodeOptions(False, "probe", max_steps=40))
+        with pytest.raises(ValueError, match="3 live workers and 2 live replicas"):
+            pool.configure(pool_config(4, 2, 2))  # beyond the limits: refused, not started
+    assert outcomes(small.results) == outcomes(grown.results) == reference
+    assert outcomes(pd.DataFrame(crossed.rows)) == reference
+    assert set(grown.results["worker"]) == {"worker-0", "worker-1", "worker-2"}
+    assert all(stats.requests > 0 for stats in crossed.replica_stats)
 
 
 def test_dead_replica_fails_its_episodes_as_infrastructure_and_run_finishes(tmp_path):

@@ -19,6 +19,7 @@ ValueError: error_kind must be one of [None, 'policy', 'infrastructure'], got 'o
 from __future__ import annotations
 
 import enum
+import sys
 import traceback
 from dataclasses import dataclass
 
@@ -88,6 +89,20 @@ class EpisodeResult:
                wall_s: float = 0.0) -> "EpisodeResult":
         """An episode that ended in an error before it could succeed."""
         return cls(False, None, steps, wall_s, kind, message, termination="error")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Memory ran out (the host's, or CUDA's): a fault of the configuration the policy
+    runs in (too many replicas or workers on a device), booked as an infrastructure
+    error, not as the policy's.
+
+    >>> out_of_memory(MemoryError()), out_of_memory(ValueError("out of memory"))
+    (True, False)
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    torch = sys.modules.get("torch")  # a CUDA error needs torch already imported
+    return torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError)
 
 
 def describe_exception(exc: BaseException) -> str:

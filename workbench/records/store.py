@@ -108,6 +108,11 @@ CREATE TABLE IF NOT EXISTS campaigns (
     created REAL NOT NULL,
     manifest TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS searches (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    created REAL NOT NULL,
+    search TEXT NOT NULL
+);
 """
 # columns added after the first release, with their types (older files gain them on open)
 _ADDED_COLUMNS = {"policy_calls": "INTEGER", "observations": "INTEGER",
@@ -393,6 +398,21 @@ class RecordStore:
                              if campaign_id is not None or not known else
                              f"{self.path} holds several campaigns {known}; name one")
         return json.loads(found[0])
+
+    def record_search(self, run_id: str, search: dict[str, Any]) -> None:
+        """Keep what a concurrency search probed, decided and chose for ``run_id``."""
+        with self._tx() as c:
+            c.execute("INSERT INTO searches VALUES (?, ?, ?)",
+                      (run_id, time.time(), json.dumps(search, default=str)))
+
+    def searches(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The searches recorded (for ``run_id``, or all), oldest first, each with its
+        ``run_id``."""
+        query, args = "SELECT run_id, search FROM searches", ()
+        if run_id is not None:
+            query, args = query + " WHERE run_id=?", (run_id,)
+        rows = self._connect().execute(query + " ORDER BY created", args).fetchall()
+        return [{"run_id": rid, **json.loads(text)} for rid, text in rows]
 
     def attempts(self, run_id: str | None = None) -> pd.DataFrame:
         """Every claim ever made (one row per attempt), with its outcome."""

@@ -85,12 +85,15 @@ def _interrupted(results: pd.DataFrame) -> pd.Series:
     return flag.eq(1) | (flag.isna() & by_message)
 
 
-def report_data(results: pd.DataFrame, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_data(results: pd.DataFrame, manifest: dict[str, Any] | None = None,
+                searches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report's content: what was evaluated, ``summary`` (counts, success rates and
     95% Wilson intervals per benchmark, policy and task, then a row ``task='ALL'`` per
     benchmark and policy), ``usage`` (the same rows), and ``records`` (every episode,
     with its ``outcome``). ``manifest``: a campaign's manifest (``campaign_id`` required,
-    every other key optional); its ``cases`` without a record count as unattempted."""
+    every other key optional); its ``cases`` without a record count as unattempted.
+    ``searches``: concurrency searches of these runs (``RecordStore.searches``): their
+    probe tables, decisions and choices."""
     if manifest is not None and not manifest.get("campaign_id"):
         raise ValueError("a campaign manifest needs a campaign_id")
     frame = _with_cases(_complete(results), manifest)
@@ -110,16 +113,18 @@ def report_data(results: pd.DataFrame, manifest: dict[str, Any] | None = None) -
         "summary": _rows(groups, totals, _counts),
         "usage": _rows(groups, totals, _usage),
         "records": _records(frame),
+        "searches": list(searches or []),
     }
 
 
 def write_report(results: pd.DataFrame, out_dir: str | os.PathLike,
-                 manifest: dict[str, Any] | None = None) -> tuple[Path, Path]:
+                 manifest: dict[str, Any] | None = None,
+                 searches: list[dict[str, Any]] | None = None) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.html`` into ``out_dir`` (and each episode's
     interaction history under ``out_dir/history``); returns the report's two paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = report_data(results, manifest)
+    data = report_data(results, manifest, searches)
     pages = write_histories(results, out / "history")
     for record in data["records"]:
         record["video_href"] = _href(record.get("video_path"), out)
@@ -250,8 +255,42 @@ def report_html(data: dict[str, Any]) -> str:
             f"<h2>Budgets</h2>{_budgets(data['budgets'])}"
             f"<h2>Success per task</h2>{_summary_table(data['summary'])}{_denominator_note()}"
             f"<h2>Measured usage</h2>{_usage_table(data['usage'])}"
+            f"{_searches(data.get('searches') or [])}"
             f"<h2>Episodes</h2>{_episode_table(data['records'])}")
     return html_page(title, body)
+
+
+SEARCH_COLUMNS = [("probe", "probe"), ("workers", "workers"), ("replicas", "replicas"),
+                  ("batch", "max_batch"), ("episodes", "episodes"),
+                  ("successes", "successes"), ("steps/s", "steps_per_s"),
+                  ("busy cores", "busy_cores"), ("peak memory GiB", "peak_mem_gib"),
+                  ("GPU util %", "gpu_util_pct"), ("GPU peak GiB", "gpu_peak_gib"),
+                  ("status", "status"), ("reason", "reason")]
+
+
+def _searches(searches: list[dict[str, Any]]) -> str:
+    """Each concurrency search: its choice, its decisions in order, its probe table."""
+    out = []
+    for search in searches:
+        best = search["best"]
+        rows = [({}, [("num" if isinstance(row.get(key), (int, float)) else "",
+                       esc(_cell(row.get(key)))) for _, key in SEARCH_COLUMNS])
+                for row in search["probes"]]
+        out.append(
+            f"<h2>Concurrency search (run {esc(search['run_id'])})</h2>"
+            f"<p>Chosen: {best['workers']} workers, {best['replicas']} replicas, batch "
+            f"{best['max_batch']}, after {search['search_s']:.1f} s of probes (CPU cost per "
+            f"worker {search['cost_per_worker']:.2f} cores, worker cap {search['worker_cap']}, "
+            f"replica cap {search['replica_cap']}).</p>"
+            "<ol class='decisions'>" + "".join(f"<li>{esc(d)}</li>" for d in search["decisions"])
+            + "</ol>" + html_table("search-probes", [h for h, _ in SEARCH_COLUMNS], rows))
+    return "".join(out)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.2f}"
+    return "" if value is None else value
 
 
 def _identity(data: dict[str, Any]) -> str:

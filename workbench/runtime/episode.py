@@ -35,7 +35,7 @@ from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import (ActionRejected, ContractError, validate_action,
                                           validate_observation)
 from workbench.contracts.results import (EpisodeResult, ErrorKind, InfrastructureError,
-                                         describe_exception)
+                                         describe_exception, out_of_memory)
 from workbench.records.media import episode_filename, write_video
 from workbench.records.rollout import Rollout, save_rollout
 
@@ -251,8 +251,9 @@ class _Loop:
                     message = self._reject(step, exc)
                     continue
                 except Exception as exc:
-                    return (ErrorKind.POLICY,
-                            f"step {step}: policy raised {describe_exception(exc)}", None, "error")
+                    kind = ErrorKind.INFRASTRUCTURE if out_of_memory(exc) else ErrorKind.POLICY
+                    return (kind, f"step {step}: policy raised {describe_exception(exc)}", None,
+                            "error")
                 fresh = True
             try:
                 result = stepper.apply(queue[0])

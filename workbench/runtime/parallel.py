@@ -11,15 +11,16 @@ from workbench.config import EvalConfig
 from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.job import Components, Job
 from workbench.runtime.pool import EvalPool
-from workbench.runtime.search import SearchResult, search_concurrency
+from workbench.runtime.search import SearchResult, mean_steps_per_task, search_concurrency
 from workbench.runtime.sink import RunReport
 
 
 def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
-    """A pool for ``config``: its pool section's size, or the search's limits."""
-    size = (config.search.pool_limits(psutil.cpu_count() or 1) if config.search.enabled
-            else (config.pool.workers, config.pool.replicas))
-    return EvalPool(parts, *size)
+    """A pool for ``config``: its pool section's size; with the search, one worker and
+    one replica that the search grows up to its limits."""
+    if config.search.enabled:
+        return EvalPool(parts, 1, 1, limits=config.search.pool_limits(psutil.cpu_count() or 1))
+    return EvalPool(parts, config.pool.workers, config.pool.replicas)
 
 
 def prepare_pool(pool: EvalPool, config: EvalConfig, plan: Sequence[EpisodeSpec],
@@ -35,6 +36,18 @@ def prepare_pool(pool: EvalPool, config: EvalConfig, plan: Sequence[EpisodeSpec]
     if config.warm_up:
         pool.warm_up(pending)
     return search
+
+
+def expected_steps(job: Job, search: SearchResult | None) -> dict[str, float]:
+    """Steps per task to expect, for longest-first dispatch: the mean over this run's
+    episodes already recorded (an earlier, interrupted attempt of it, or of its
+    campaign) and the search's probe episodes. Empty when neither exists (the plan's
+    order then stands)."""
+    done = job.store.results(job.run_id)
+    rows = [] if done.empty else done[done["status"].eq("finished")].to_dict("records")
+    probes = [{"task": t, "steps": s, "error_kind": None}
+              for t, s in (search.task_steps if search else {}).items()]
+    return mean_steps_per_task(rows + probes)
 
 
 def execute_pool(job: Job, pool: EvalPool | None = None
@@ -55,7 +68,8 @@ def execute_pool(job: Job, pool: EvalPool | None = None
     try:
         search = prepare_pool(pool, config, job.plan, sink.pending(job.plan))
         setup_s = time.perf_counter() - start
-        report = pool.run(job.plan, sink, job.episode_options(), job.videos())
+        report = pool.run(job.plan, sink, job.episode_options(), job.videos(),
+                          expected_steps=expected_steps(job, search))
     finally:
         sink.close()
         if own:

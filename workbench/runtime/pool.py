@@ -1,8 +1,8 @@
 """Simulator workers and policy replicas as two pools, sized independently.
 
-``EvalPool`` starts up to ``max_workers`` worker processes and ``max_replicas``
-replica processes once (each keeps its simulator, renderer or model for its life),
-connected by a pipe per (worker, replica) pair. :meth:`EvalPool.configure` chooses
+``EvalPool`` starts worker and replica processes as they are needed (:meth:`EvalPool.grow`,
+up to its limits; each keeps its simulator, renderer or model for its life), connected
+by a pipe per (worker, replica) pair. :meth:`EvalPool.configure` chooses
 how many of each take part and which replica serves which worker; :meth:`EvalPool.run`
 hands out episodes one at a time to idle workers and records each result through a
 :class:`~workbench.runtime.sink.RecordSink`.
@@ -14,13 +14,14 @@ the episodes it was serving (infrastructure) and its workers move to a live repl
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from workbench.config import PoolConfig
 from workbench.contracts.capabilities import LoadContext
@@ -45,30 +46,58 @@ class _Proc:
 class EvalPool:
     """Worker and replica processes kept warm across runs (probes and evaluations)."""
 
-    def __init__(self, parts: Components, max_workers: int, max_replicas: int = 1,
+    def __init__(self, parts: Components, workers: int, replicas: int = 1,
                  worker_threads: int = 1, replica_threads: int = 1,
-                 slot_bytes: int | None = None) -> None:
+                 slot_bytes: int | None = None,
+                 limits: tuple[int, int] | None = None) -> None:
         self.parts = parts
-        slot = slot_bytes or max(parts.camera_count, 1) * parts.image_size ** 2 * 3
-        ctx = process_context(parts.preload)
-        pipes = {(w, r): ctx.Pipe() for w in range(max_workers) for r in range(max_replicas)}
-        path = list(sys.path)
-        self.replicas = [self._start(ctx, replica_main, r, parts.policy_factory,
-                                     LoadContext(parts.protocol.name, _device(parts.device, r), r),
-                                     path, {w: pipes[w, r][1] for w in range(max_workers)},
-                                     replica_threads) for r in range(max_replicas)]
-        self.workers = [self._start(ctx, worker_main, w, parts.adapter_factory,
-                                    parts.capabilities, slot, path,
-                                    {r: pipes[w, r][0] for r in range(max_replicas)},
-                                    worker_threads) for w in range(max_workers)]
-        for a, b in pipes.values():  # the children hold them now; EOF must reach them
-            a.close(), b.close()
-        self._wait_started()
-        self.replica_rss = [p.info[1] for p in self.replicas]
-        self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
+        self.slot_bytes = slot_bytes or max(parts.camera_count, 1) * parts.image_size ** 2 * 3
+        self.threads = (worker_threads, replica_threads)
+        self.workers: list[_Proc] = []
+        self.replicas: list[_Proc] = []
+        self.replica_rss: list[int] = []
+        self.replica_gpu_bytes: list[int] = []
         self.config: PoolConfig | None = None
         self.observe_every_step = False
         self.assignment: dict[int, int] = {}
+        self.limits = limits or (workers, replicas)
+        """The most workers and replicas :meth:`configure` may start (a search's limits)."""
+        self.grow(workers, replicas)
+
+    def grow(self, workers: int, replicas: int) -> None:
+        """Start processes until ``workers`` workers and ``replicas`` replicas have been
+        started (dead ones count: nothing is restarted). Each new process is connected to
+        every other side's processes, old ones too, by a pipe per (worker, replica) pair;
+        old processes receive their ends of the new pipes over their control pipes."""
+        old_w, old_r = len(self.workers), len(self.replicas)
+        all_w, all_r = range(max(workers, old_w)), range(max(replicas, old_r))
+        if len(all_w) == old_w and len(all_r) == old_r:
+            return
+        parts, ctx, path = self.parts, process_context(self.parts.preload), list(sys.path)
+        pipes = {(w, r): ctx.Pipe() for w in all_w for r in all_r if w >= old_w or r >= old_r}
+        started = []
+        for r in all_r[old_r:]:
+            started.append(self._start(
+                ctx, replica_main, r, parts.policy_factory,
+                LoadContext(parts.protocol.name, _device(parts.device, r), r), path,
+                {w: pipes[w, r][1] for w in all_w}, self.threads[1]))
+        for w in range(old_w):  # old workers learn of the new replicas
+            for r in all_r[old_r:]:
+                _send(self.workers[w], ("attach", (r, pipes[w, r][0])))
+        for w in all_w[old_w:]:
+            started.append(self._start(
+                ctx, worker_main, w, parts.adapter_factory, parts.capabilities,
+                self.slot_bytes, path, {r: pipes[w, r][0] for r in all_r}, self.threads[0]))
+        for r in range(old_r):  # old replicas learn of the new workers
+            for w in all_w[old_w:]:
+                _send(self.replicas[r], ("attach", (w, pipes[w, r][1])))
+        for a, b in pipes.values():  # the children hold them now; EOF must reach them
+            a.close(), b.close()
+        self.replicas += [p for p in started if p.process.name.startswith("replica")]
+        self.workers += [p for p in started if p.process.name.startswith("worker")]
+        self._wait_started(started)
+        self.replica_rss = [p.info[1] for p in self.replicas]
+        self.replica_gpu_bytes = [p.info[3] for p in self.replicas]
 
     @staticmethod
     def _start(ctx: Any, target: Callable, index: int, *args: Any) -> _Proc:
@@ -79,8 +108,8 @@ class EvalPool:
         child.close()
         return _Proc(process, parent)
 
-    def _wait_started(self) -> None:
-        for proc in self.replicas + self.workers:
+    def _wait_started(self, started: Sequence[_Proc]) -> None:
+        for proc in started:
             try:
                 proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
             except RuntimeError as exc:
@@ -99,7 +128,10 @@ class EvalPool:
         return [i for i, p in enumerate(self.replicas) if p.alive and p.process.is_alive()]
 
     def configure(self, config: PoolConfig, observe_every_step: bool = False) -> None:
-        """Use ``config.workers`` live workers and ``config.replicas`` live replicas."""
+        """Use ``config.workers`` live workers and ``config.replicas`` live replicas,
+        starting more first while the pool's :attr:`limits` allow."""
+        self.grow(min(config.workers, max(self.limits[0], len(self.workers))),
+                  min(config.replicas, max(self.limits[1], len(self.replicas))))
         workers, replicas = self.live_workers(), self.live_replicas()
         if config.workers > len(workers) or config.replicas > len(replicas):
             raise ValueError(f"pool has {len(workers)} live workers and {len(replicas)} live "
@@ -130,18 +162,25 @@ class EvalPool:
     # -- running ----------------------------------------------------------------
     def run(self, plan: Sequence[EpisodeSpec], sink: RecordSink | None = None,
             options: EpisodeOptions | None = None, videos: set[str] | frozenset = frozenset(),
-            time_limit_s: float | None = None) -> RunReport:
+            time_limit_s: float | None = None,
+            expected_steps: Mapping[str, float] | None = None) -> RunReport:
         """Run ``plan``'s episodes that ``sink`` still has pending (all of them without a
         sink: a probe, recording nothing), each as ``options`` says (default: the pool's
-        observation schedule, no files), filming those in ``videos``."""
+        observation schedule, no files), filming those in ``videos``. With
+        ``expected_steps`` (per task) episodes start longest-expected-first
+        (:func:`longest_first`), so the run's tail is short episodes."""
         if self.config is None:
             raise RuntimeError("EvalPool.run() before configure()")
         sink = sink or RecordSink(None, "probe")
         options = options or EpisodeOptions(self.observe_every_step, "probe")
-        state = _RunState(deque(sink.pending(plan)), sink, options, set(videos))
+        pending = sink.pending(plan)
+        if expected_steps:
+            pending = longest_first(pending, expected_steps)
+        state = _RunState(deque(pending), sink, options, set(videos))
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        gpu = 0 if self.parts.device.startswith("cuda") else None
         with ResourceMonitor(self.pids(), interval_s=0.5, children=False,
-                             gpu_index=None) as monitor:
+                             gpu_index=gpu) as monitor:
             while state.queue or state.in_flight:
                 if deadline is not None and time.perf_counter() > deadline:
                     state.failures.append(f"episodes did not finish within {time_limit_s:.0f} s")
@@ -156,7 +195,7 @@ class EvalPool:
                          usage.peak_rss_bytes,
                          replica_stats=self.replica_stats(),
                          complete=not state.queue and not state.in_flight,
-                         failures=state.failures)
+                         failures=state.failures, gpu_util_pct=usage.gpu.util_mean_pct)
 
     def _dispatch(self, state: "_RunState") -> bool:
         for w in list(self.assignment):
@@ -271,6 +310,21 @@ class _RunState:
     failures: list[str] = field(default_factory=list)
 
 
+def longest_first(specs: Sequence[EpisodeSpec],
+                  expected_steps: Mapping[str, float]) -> list[EpisodeSpec]:
+    """``specs`` ordered by their task's expected steps, longest first; a task without
+    an estimate counts as longest (its horizon bounds every estimate), and ties keep the
+    plan's order. Only the start order changes: an episode's outcome depends on its
+    identity alone.
+
+    >>> from workbench.contracts.plan import plan_episodes
+    >>> plan = plan_episodes("m", "s", ["short", "long", "new"], 1)
+    >>> [s.task for s in longest_first(plan, {"short": 40, "long": 300})]
+    ['new', 'long', 'short']
+    """
+    return sorted(specs, key=lambda s: -expected_steps.get(s.task, math.inf))
+
+
 def process_context(preload: Sequence[str] = ()) -> Any:
     """The multiprocessing context for pool processes: a fork server that imports
     ``preload`` (the adapter's and policy's heavy modules) once, so each worker and
@@ -281,6 +335,13 @@ def process_context(preload: Sequence[str] = ()) -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(preload))
     return ctx
+
+
+def _send(proc: _Proc, message: Any) -> None:
+    try:
+        proc.control.send(message)
+    except (BrokenPipeError, OSError):  # it died; the run that uses it records that
+        pass
 
 
 def _expect(conn: Connection, kinds: tuple[str, ...], timeout: float) -> Any:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.registry import adopt_sys_path
+from workbench.contracts.results import out_of_memory
 from workbench.policies.base import Policy
 from workbench.runtime.transport import SlotReader
 
@@ -38,6 +39,9 @@ class ReplicaStats:
     load_s: float = 0.0
     rss_bytes: int = 0
     sizes: list[int] = field(default_factory=list)
+    peak_rss_bytes: int = 0
+    gpu_peak_bytes: int = 0
+    device: str = "cpu"
 
     def clear(self) -> None:
         """Zero the counters (after a report), keeping the load time."""
@@ -70,7 +74,7 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
         torch.set_num_threads(threads)
     except ImportError:
         pass
-    stats = ReplicaStats()
+    stats = ReplicaStats(device=context.device)
     start = time.perf_counter()
     policy = factory()
     policy.load(context)
@@ -123,8 +127,12 @@ def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connec
         cfg.max_wait_s = payload["max_wait_ms"] / 1000.0
         cfg.workers = {worker_conns[w]: w for w in payload["workers"]}
         control.send(("configured", None))
-    elif kind == "stats":
-        stats.rss_bytes = _rss()
+    elif kind == "attach":  # a worker started after this replica: its end of the pipe
+        worker, conn = payload
+        worker_conns[worker] = conn
+    elif kind == "stats":  # peaks since the last report: a probe's own peaks
+        stats.rss_bytes, stats.peak_rss_bytes = _rss(), _peak_rss()
+        stats.gpu_peak_bytes = _gpu_peak_bytes(stats.device)
         control.send(("stats", stats))
         stats.clear()
     elif kind == "stop":
@@ -187,8 +195,9 @@ def act_isolated(policy: Policy, observations: Sequence[Any]) -> list[tuple[str,
     for obs in observations:
         try:
             replies.append(("actions", policy.act_batch([obs])[0]))
-        except Exception:
-            replies.append(("error", traceback.format_exc()))
+        except Exception as exc:
+            replies.append(("infrastructure", f"out of memory in the replica: {exc}"[:500])
+                           if out_of_memory(exc) else ("error", traceback.format_exc()))
     return replies
 
 
@@ -209,6 +218,24 @@ def _gpu_bytes(device: str) -> int:
     import torch
 
     return int(torch.cuda.memory_reserved(torch.device(device)))
+
+
+def _gpu_peak_bytes(device: str) -> int:
+    """Peak GPU memory this replica reserved since the last call (0 on CPU)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+
+    peak = int(torch.cuda.max_memory_reserved(torch.device(device)))
+    torch.cuda.reset_peak_memory_stats(torch.device(device))
+    return peak
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory so far (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _rss() -> int:

@@ -8,6 +8,8 @@ execution of a plan measured, whatever the backend.
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -87,7 +89,8 @@ class RunReport:
     from the first episode to the last; busy_cores: CPU seconds of the backend's
     processes over wall_s; peak_rss_bytes: their largest summed resident memory;
     setup_s: seconds before the first episode (processes, model loads, warm-up);
-    replica_stats: per replica, batches served and their sizes (pool backend).
+    replica_stats: per replica, batches served and their sizes (pool backend);
+    gpu_util_pct: the mean utilisation NVML reported for GPU 0 (NaN without a GPU).
     """
 
     backend: str
@@ -100,6 +103,7 @@ class RunReport:
     replica_stats: list[Any] = field(default_factory=list)
     complete: bool = True
     failures: list[str] = field(default_factory=list)
+    gpu_util_pct: float = math.nan
 
     @property
     def steps(self) -> int:

@@ -95,6 +95,9 @@ def _loop(adapter: BenchmarkAdapter, proxy: RemotePolicy, control: Connection,
             return
         if kind == "configure":  # no reply: the pipe keeps it ordered before the next run
             proxy.bind(payload, replica_conns[payload])
+        elif kind == "attach":  # a replica started after this worker: its end of the pipe
+            replica, conn = payload
+            replica_conns[replica] = conn
         elif kind == "run":
             spec, options = payload
             result = run_recorded_episode(adapter, proxy, spec, options)
