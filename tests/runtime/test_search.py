@@ -15,8 +15,9 @@ from workbench.runtime.sink import RunReport
 
 
 def test_search_through_the_command_line_shows_and_keeps_its_work(tmp_path):
+    # the expert declares runtime_invariant: its probes' episodes are the run's own
     config = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"],
-                  episodes=3, policy="expert", image_size=48, progress=False,
+                  episodes=12, policy="expert", image_size=48, progress=False,
                   output_dir=str(tmp_path / "run"), backend="pool",
                   search={"enabled": True, "probe_episodes": 2, "max_workers": 3,
                           "max_replicas": 2})
@@ -30,6 +31,7 @@ def test_search_through_the_command_line_shows_and_keeps_its_work(tmp_path):
     try:
         (search,) = store.searches()
         results = store.results(search["run_id"])
+        attempts = store.attempts(search["run_id"])
     finally:
         store.close()
     table = pd.DataFrame(search["probes"])
@@ -48,7 +50,12 @@ def test_search_through_the_command_line_shows_and_keeps_its_work(tmp_path):
     chosen = table[(table["workers"] == best["workers"]) & (table["replicas"] == best["replicas"])]
     assert not chosen.empty and (table["workers"] <= 3).all()
     assert 1 <= search["replica_cap"] and 1 <= search["worker_cap"] <= 3
-    assert search["search_s"] > 0 and results["success"].sum() == 6
+    assert search["search_s"] > 0 and results["success"].sum() == 24
+    # probes that count: their episodes were claimed once each and recorded as the run's
+    assert search["counted"] and "recorded them as the run's" in search["decisions"][0]
+    assert len(attempts) == 24 and attempts["episode_id"].is_unique
+    probed = int(table["episodes"].sum())
+    assert 0 < probed < 24 and results["status"].eq("finished").all()
     assert (table["max_batch"] == [PoolConfig(w, r).batch for w, r in
                                    zip(table["workers"], table["replicas"])]).all()
     # and the run's report keeps it
@@ -70,11 +77,30 @@ def test_probe_failing_on_success_is_marked():
     assert "below 90%" in _failure(report([1, 0, 0, 1]), report([1, 1, 1, 1]), settings)
 
 
+def test_probes_of_a_policy_that_may_depend_on_the_runtime_are_not_recorded(tmp_path):
+    # ResidualExpert batches natively and declares nothing: its probes run plan episodes
+    # and discard them; the run then runs every episode itself
+    run = workbench.run(dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3"],
+                             episodes=4, policy="wb_plugin.policies:ResidualExpert",
+                             image_size=32, progress=False, output_dir=str(tmp_path),
+                             backend="pool", search={"enabled": True, "probe_episodes": 2,
+                                                     "max_workers": 2, "max_replicas": 1}))
+    assert not run.search.counted and "discarded" in run.search.decisions[0]
+    assert run.search.probes["episodes"].sum() >= 4  # the probes ran episodes...
+    assert len(run.report.rows) == 4  # ...and the run ran all four itself
+    store = RecordStore(run.records_path)
+    try:
+        assert len(store.attempts(run.run_id)) == 4
+    finally:
+        store.close()
+
+
 def test_episodes_start_longest_expected_first_and_outcomes_do_not_change(tmp_path):
     # the expert needs about 48 steps on reach and 90 on window-open; the plan lists
-    # reach first, the probes measure both, and the run starts window-open first
+    # reach first, the probes (episodes of the run) measure both, and the rest of the
+    # run starts window-open first
     config = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "window-open-v3"],
-                  episodes=3, policy="expert", image_size=32, progress=False,
+                  episodes=6, policy="expert", image_size=32, progress=False,
                   output_dir=str(tmp_path), interactions=False)
     reference = workbench.run(dict(config, run_id="sequential")).results
     run = workbench.run(dict(config, run_id="searched", backend="pool",
@@ -87,8 +113,10 @@ def test_episodes_start_longest_expected_first_and_outcomes_do_not_change(tmp_pa
         claims = store.attempts("searched").sort_values("claimed_at")["episode_id"].tolist()
     finally:
         store.close()
-    plan = reference["episode_id"].tolist()
-    assert plan[0].endswith("reach-v3/0000")
-    assert claims == plan[3:] + plan[:3]  # window-open's three, then reach's, each in order
+    probed = int(run.search.probes["episodes"].sum())
+    rest = [e for e in reference["episode_id"] if e not in claims[:probed]]
+    assert rest[0].endswith("reach-v3/0003") and len(rest) == 6  # the plan's order
+    # the run's own episodes: window-open's, then reach's, each in the plan's order
+    assert claims[probed:] == rest[3:] + rest[:3]
     outcome = ["episode_id", "success", "terminal_step", "steps"]
     assert run.results[outcome].equals(reference[outcome])

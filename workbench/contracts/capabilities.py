@@ -30,6 +30,10 @@ class Capabilities:
     episode's state as it was: the runtime then retries the observations one at a time,
     so one episode's fault does not fail the others of its batch.
     privileged: reads privileged simulator state; results are diagnostics only.
+    runtime_invariant: an episode's actions depend only on its observations and
+    identity, never on the batch it is served in or the process that serves it
+    (deterministic and batch-invariant). The concurrency search then records its probe
+    episodes as episodes of the run (they would come out the same in any configuration).
     """
 
     action_protocol: str
@@ -38,6 +42,7 @@ class Capabilities:
     native_batching: bool = False
     max_batch: int = 1
     privileged: bool = False
+    runtime_invariant: bool = False
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:

@@ -194,7 +194,8 @@ class AlohaScriptedReplay(Policy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities("robotwin2-v1", ("privileged.state",), privileged=True)
+        return Capabilities("robotwin2-v1", ("privileged.state",), privileged=True,
+                            runtime_invariant=True)
 
     def _reset(self, context: EpisodeContext) -> dict[str, Any]:
         if context.task not in PLANS:

@@ -39,7 +39,8 @@ class VisionCostExpert(ScriptedExpert):
         return Capabilities(action_protocol="metaworld-v1",
                             features=vision.features + ("privileged.state",),
                             chunk_size=self.chunk_size, native_batching=True,
-                            max_batch=vision.max_batch, privileged=True)
+                            max_batch=vision.max_batch, privileged=True,
+                            runtime_invariant=True)  # the expert's actions; the net's unused
 
     def _load(self, context: LoadContext) -> None:
         super()._load(context)

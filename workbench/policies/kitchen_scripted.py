@@ -71,7 +71,8 @@ class KitchenLightSlide(Policy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities("kitchen-v1", ("privileged.state",), privileged=True)
+        return Capabilities("kitchen-v1", ("privileged.state",), privileged=True,
+                            runtime_invariant=True)
 
     def _load(self, context: LoadContext) -> None:
         import mujoco

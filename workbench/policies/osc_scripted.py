@@ -38,7 +38,8 @@ class LiberoDrawerCloser(Policy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities("libero-v1", ("state", "privileged.regions"), privileged=True)
+        return Capabilities("libero-v1", ("state", "privileged.regions"), privileged=True,
+                            runtime_invariant=True)
 
     def _reset(self, context: EpisodeContext) -> dict[str, Any]:
         return {"waypoints": None, "next": 0}
@@ -68,7 +69,8 @@ class RobosuiteLifter(Policy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities("robosuite-v1", ("state", "privileged.state"), privileged=True)
+        return Capabilities("robosuite-v1", ("state", "privileged.state"), privileged=True,
+                            runtime_invariant=True)
 
     def _reset(self, context: EpisodeContext) -> dict[str, Any]:
         return {"phase": 0, "cube": None, "grasp": 0}

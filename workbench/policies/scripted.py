@@ -67,7 +67,7 @@ class ScriptedExpert(Policy):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(action_protocol="metaworld-v1", features=("privileged.state",),
-                            privileged=True)
+                            privileged=True, runtime_invariant=True)
 
     def _load(self, context: LoadContext) -> None:
         from metaworld.policies import ENV_POLICY_MAP

@@ -30,7 +30,8 @@ class ZeroPolicy(Policy):
 
     def __init__(self, protocol: str) -> None:
         super().__init__()
-        self._caps = Capabilities(action_protocol=protocol, features=("state",))
+        self._caps = Capabilities(action_protocol=protocol, features=("state",),
+                                  runtime_invariant=True)
         self._dim = get_protocol(protocol).action.dim
 
     @property

@@ -11,8 +11,9 @@ from workbench.config import EvalConfig
 from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.job import Components, Job
 from workbench.runtime.pool import EvalPool
-from workbench.runtime.search import SearchResult, mean_steps_per_task, search_concurrency
-from workbench.runtime.sink import RunReport
+from workbench.runtime.search import (CountedProbes, SearchResult, mean_steps_per_task,
+                                      search_concurrency)
+from workbench.runtime.sink import RecordSink, RunReport
 
 
 def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
@@ -24,13 +25,15 @@ def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
 
 
 def prepare_pool(pool: EvalPool, config: EvalConfig, plan: Sequence[EpisodeSpec],
-                 pending: Sequence[EpisodeSpec]) -> SearchResult | None:
+                 pending: Sequence[EpisodeSpec],
+                 counted: CountedProbes | None = None) -> SearchResult | None:
     """Configure ``pool`` for ``config``: its observation schedule, then the search's
-    choice (probing episodes of ``plan``) or the pool section, then, with ``warm_up``,
-    the environments of the ``pending`` episodes. Returns the search's result, if any."""
+    choice (probing episodes of ``plan``, recorded as the run's with ``counted``) or the
+    pool section, then, with ``warm_up``, the environments of the ``pending`` episodes.
+    Returns the search's result, if any."""
     pool.observe_every_step = config.observe_every_step
     search = (search_concurrency(pool, plan, config.search, config.pool.max_wait_ms,
-                                 max_steps=config.max_steps)
+                                 max_steps=config.max_steps, counted=counted)
               if config.search.enabled else None)
     pool.configure(search.best if search else config.pool, config.observe_every_step)
     if config.warm_up:
@@ -66,7 +69,10 @@ def execute_pool(job: Job, pool: EvalPool | None = None
         pool = start_pool(job.parts, config)
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (pool)")
     try:
-        search = prepare_pool(pool, config, job.plan, sink.pending(job.plan))
+        counted = (CountedProbes(lambda: RecordSink(job.store, job.run_id),
+                                 job.episode_options(), frozenset(job.videos()))
+                   if job.parts.capabilities.runtime_invariant else None)
+        search = prepare_pool(pool, config, job.plan, sink.pending(job.plan), counted)
         setup_s = time.perf_counter() - start
         report = pool.run(job.plan, sink, job.episode_options(), job.videos(),
                           expected_steps=expected_steps(job, search))

@@ -59,7 +59,7 @@ from workbench.config import PoolConfig, SearchConfig
 from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.episode import EpisodeOptions
 from workbench.runtime.pool import EvalPool
-from workbench.runtime.sink import RunReport
+from workbench.runtime.sink import RecordSink, RunReport
 
 GIB = 1024 ** 3
 
@@ -105,6 +105,8 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     task_steps: dict[str, float] = field(default_factory=dict)
     """Mean steps per task of the probes' episodes (for tail-aware dispatch)."""
+    counted: bool = False
+    """Whether the probes' episodes were recorded as the run's."""
 
 
 # -- the rules, on probe rows ---------------------------------------------------------------
@@ -209,6 +211,8 @@ class _Search:
 
     def probe(self, workers: int, replicas: int, why: str) -> dict:
         row = dict(self.measure(workers, replicas))
+        if row.get("status") == "exhausted":  # nothing left to probe with: not a failure
+            raise _Stop(f"{row['reason']} at {workers} workers, {replicas} replicas")
         row.setdefault("probe", len(self.rows))
         self.rows.append(row)
         outcome = (f"{row['steps_per_s']:.2f} steps/s" if row["status"] == "ok"
@@ -364,37 +368,79 @@ def machine_rules(pool: EvalPool, settings: SearchConfig, cores: int | None = No
                        max_replicas, tuple(settings.worker_candidates), settings.min_gain)
 
 
+@dataclass(frozen=True)
+class CountedProbes:
+    """Where probe episodes are recorded when they count as the run's: a sink factory
+    over the run's records (a fresh sink per probe, so each probe's rows are its own),
+    the run's episode options and the episodes it films."""
+
+    sink: Callable[[], RecordSink]
+    options: EpisodeOptions
+    videos: frozenset[str] = frozenset()
+
+
 def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
                        settings: SearchConfig = SearchConfig(), max_wait_ms: float = 5.0,
-                       cores: int | None = None, max_steps: int | None = None) -> SearchResult:
+                       cores: int | None = None, max_steps: int | None = None,
+                       counted: CountedProbes | None = None) -> SearchResult:
     """Probe (workers, replicas) pairs on ``pool``, growing it as the rules reach larger
     configurations, and return the best, every probe and the search's decisions.
 
     Probes batch at the derived batch size (``PoolConfig.batch``) and wait at most
     ``max_wait_ms``; the chosen configuration does the same. ``max_steps`` caps each
-    probe episode as the run caps its own."""
+    probe episode as the run caps its own.
+
+    Which episodes probes run: with ``counted`` (given for a policy that declares
+    ``runtime_invariant``), each probe claims the next pending episodes of ``plan`` and
+    records them as the run's, like any others, so the search adds little to the run's
+    time; the success rule has no shared episodes to compare then, and needs none (the
+    policy's outcomes cannot depend on the configuration). Otherwise every probe runs
+    the same episodes of ``plan`` (one per task first) and their results are discarded:
+    the run itself runs and records every episode. (Episodes outside the plan, later
+    indices of its tasks, would not exist for benchmarks with a fixed set of initial
+    states, such as LIBERO's 50 per task, when the plan uses them all.)"""
     start = time.perf_counter()
     rules = machine_rules(pool, settings, cores)
-    episodes = probe_plan(plan, max(settings.probe_episodes, 2 * rules.max_workers))
-    pool.warm_up(episodes)
+    fixed = probe_plan(plan, max(settings.probe_episodes, 2 * rules.max_workers))
+    pool.warm_up(fixed)
     reports: list[RunReport] = []
     options = EpisodeOptions(pool.observe_every_step, "probe", max_steps=max_steps)
 
     def measure(workers: int, replicas: int) -> dict:
         pool.configure(PoolConfig(workers, replicas, max_wait_ms=max_wait_ms),
                        pool.observe_every_step)
-        pool.warm_up(episodes)  # new workers build their environments outside the clock
         count = max(settings.probe_episodes, 2 * workers)
-        report = pool.run(episodes[:count], options=options,
-                          time_limit_s=settings.probe_time_limit_s)
-        row = probe_row(len(reports), report)
-        reason = _failure(report, reports[0] if reports else None, settings)
+        if counted is None:
+            pool.warm_up(fixed)  # new workers build their environments outside the clock
+            report = pool.run(fixed[:count], options=options,
+                              time_limit_s=settings.probe_time_limit_s)
+        else:
+            sink = counted.sink()
+            pending = sink.pending(plan)
+            episodes = probe_plan(pending, count) if pending else []
+            if not episodes:
+                return {"status": "exhausted",
+                        "reason": "every episode of the plan has run (in probes)"}
+            pool.warm_up(episodes)
+            report = pool.run(episodes, sink, counted.options, counted.videos,
+                              time_limit_s=settings.probe_time_limit_s)
+            sink.close()
+        row = probe_row(len(reports), report) | {"counted": counted is not None}
+        reason = _failure(report, None if counted else (reports[0] if reports else None),
+                          settings)
         if reason:
             row["status"], row["reason"] = "failed", reason
         reports.append(report)
         return row
 
     result = run_rules(rules, measure)
+    result.counted = counted is not None
+    result.notes.append(
+        f"probes ran {sum(len(r.rows) for r in reports)} episodes of the plan and recorded "
+        "them as the run's (the policy declares runtime_invariant)" if counted else
+        f"probes re-ran episodes of the plan ({len(fixed)} distinct) and discarded their "
+        "results; the run ran and recorded every episode itself")
+    result.decisions.insert(0, result.notes[-1])
     result.search_s = time.perf_counter() - start
     result.task_steps = mean_steps_per_task(
         [row for report in reports for row in report.rows])
@@ -441,6 +487,6 @@ def as_dict(result: SearchResult) -> dict[str, Any]:
             "worker_cap": result.worker_cap, "replica_cap": result.replica_cap,
             "memory_per_worker_gib": result.memory_per_worker_gib,
             "replica_footprint_gib": result.replica_footprint_gib,
-            "decisions": list(result.decisions),
+            "decisions": list(result.decisions), "counted": result.counted,
             "probes": result.probes.astype(object).where(result.probes.notna(), None)
             .to_dict("records")}

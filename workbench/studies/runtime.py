@@ -10,6 +10,7 @@ to keep). Numbers are kept at full precision; round them where a table is shown.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from typing import Any, Mapping, Sequence
 
@@ -48,7 +49,8 @@ def run_row(result: EvalRun) -> dict[str, Any]:
            "successes": report.successes, "steps": report.steps,
            "observations": sum(int(r["observations"]) for r in report.rows),
            "setup_s": report.setup_s, "eval_s": report.wall_s, "e2e_s": result.e2e_s,
-           "steps_per_s": report.steps_per_s, "busy_cores": report.busy_cores,
+           "steps_per_s": report.steps_per_s if report.rows else math.nan,
+           "busy_cores": report.busy_cores,
            "peak_mem_gib": report.peak_rss_bytes / GIB}
     if report.pool is not None and report.backend == "pool":
         row = {"workers": report.pool.workers, "replicas": report.pool.replicas,
@@ -137,11 +139,16 @@ def agreement_table(config: ConfigLike, configurations: Sequence[PoolConfig]) ->
 def search_table(config: ConfigLike) -> tuple[SearchResult, pd.DataFrame]:
     """Run ``config`` with its concurrency search on (``search.enabled``), then the chosen
     configuration on the workload; returns the search result and a one-row table of the
-    chosen run (``search_s``: the search's seconds; ``e2e_s``: the whole call's)."""
+    chosen run (``search_s``: the search's seconds; ``e2e_s``: the whole call's;
+    ``probe_episodes_recorded``: episodes the probes ran as the run's own, for a policy
+    that declares ``runtime_invariant``; the other columns count the episodes run after
+    the search)."""
     with tempfile.TemporaryDirectory() as folder:
         result = run(_scratch(config, folder, backend="pool", run_id="searched",
                               search={"enabled": True}))
-    row = run_row(result) | {"search_s": result.search.search_s}
+    search = result.search
+    row = run_row(result) | {"search_s": search.search_s, "probe_episodes_recorded":
+                             int(search.probes["episodes"].sum()) if search.counted else 0}
     return result.search, pd.DataFrame([row])
 
 
