@@ -40,7 +40,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workbench.runner import run
     from workbench.runtime.search import format_search
 
-    result = run(load_config(args.config, _parse_set(args.set)))
+    overrides = _parse_set(args.set)
+    if args.backend is not None:
+        overrides["backend"] = args.backend
+    if args.address is not None:
+        overrides["ray.address"] = args.address
+    result = run(load_config(args.config, overrides))
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         if result.search is not None:
             print(format_search(result.search))
@@ -203,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (YAML value)")
+    p.add_argument("--backend", default=None, help="the backend (same as --set backend=...)")
+    p.add_argument("--address", default=None,
+                   help="the Ray cluster to join, 'auto' or HOST:PORT (same as --set "
+                        "ray.address=...); without it Ray starts locally")
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("results", help="show the records of a run")
     p.add_argument("db", help="records.sqlite of a run")

@@ -223,17 +223,31 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class RayConfig:
-    """The Ray backend: where the cluster is and how many shards run as Ray tasks."""
+    """The Ray backend (:mod:`workbench.runtime.ray_backend`): where the cluster is, how
+    many shards (each a placement group of ``pool.workers`` worker actors and
+    ``pool.replicas`` replica actors), and what each shard's actors ask for.
+
+    cpus_per_shard: CPUs a shard's group requests, split evenly over its actors (None:
+    ``pool.workers``). gpus_per_replica: GPUs each replica actor requests (None: with
+    ``device: cuda`` one GPU per shard shared by its replicas, else none).
+    start_timeout_s: how long a shard's group and actors may take to start.
+    """
 
     address: str | None = None
     shards: int = 2
     cpus_per_shard: float | None = None
+    gpus_per_replica: float | None = None
+    start_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         check_str("ray.address", self.address, optional=True)
         check_int("ray.shards", self.shards, 1)
         object.__setattr__(self, "cpus_per_shard", check_float(
             "ray.cpus_per_shard", self.cpus_per_shard, 0.0, optional=True))
+        object.__setattr__(self, "gpus_per_replica", check_float(
+            "ray.gpus_per_replica", self.gpus_per_replica, 0.0, optional=True))
+        object.__setattr__(self, "start_timeout_s", check_float(
+            "ray.start_timeout_s", self.start_timeout_s, 0.0))
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,22 @@ class OutOfMemoryAtStep(ZeroPolicy):
         return super()._act(observation, episode_state)
 
 
+class SlowZero(ZeroPolicy):
+    """Zero actions, each after ``delay_s`` seconds: episodes long enough to interrupt."""
+
+    name = "slow-zero"
+
+    def __init__(self, protocol="metaworld-v1", delay_s=0.01):
+        super().__init__(protocol)
+        self.delay_s = delay_s
+
+    def _act(self, observation, episode_state):
+        import time
+
+        time.sleep(self.delay_s)
+        return super()._act(observation, episode_state)
+
+
 class DiesAtStep(ZeroPolicy):
     """The replica process exits abruptly at step 3 of episode 0000."""
 

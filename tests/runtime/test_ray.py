@@ -1,6 +1,17 @@
-"""The Ray backend on a real local Ray instance, through the runner."""
+"""The Ray backend on a real local Ray instance, through the runner: worker and replica
+actors, results streamed to the driver, an actor killed mid-run, a driver killed and
+resumed."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
+import yaml
 
 ray = pytest.importorskip("ray", reason="ray is installed with the test extra")
 
@@ -17,6 +28,8 @@ def outcomes(df):
 
 @pytest.fixture(scope="module")
 def local_ray():
+    if ray.is_initialized():  # one an earlier test's run started
+        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
@@ -36,8 +49,103 @@ def test_ray_shards_give_the_sequential_outcomes_and_write_rollouts(tmp_path, lo
     df = result.results
     assert set(df["status"]) == {"finished"} and df["error_kind"].isna().all()
     assert outcomes(df) == outcomes(reference)
-    assert df["worker"].str.startswith("ray-shard-").all() and df["worker"].nunique() == 2
+    assert df["worker"].str.match(r"ray-shard-[01]/worker-[01]$").all()
+    assert df["worker"].str[:11].nunique() == 2  # both shards ran episodes
     assert df["rollout_path"].notna().all()
     assert all((tmp_path / "ray" / "rollouts").glob("*.npz"))
     assert df["video_path"].notna().sum() == 1  # the plan's first episode, as elsewhere
     assert {r["worker"].split("/")[1] for r in result.report.rows} <= {"worker-0", "worker-1"}
+    if policy.endswith("ResidualExpert"):  # natively batched: the replica actor batched
+        assert max(result.report.batch_sizes()) == 2
+
+
+def claimed(db, pattern="%"):
+    """Episodes claimed and not finished in ``db`` whose worker matches ``pattern``."""
+    if not os.path.exists(db):
+        return 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        return conn.execute("SELECT count(*) FROM episodes WHERE status='claimed' "
+                            "AND worker LIKE ?", (pattern,)).fetchone()[0]
+
+
+def finished(db):
+    if not os.path.exists(db):
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        return conn.execute("SELECT episode_id, finished_at, steps FROM episodes "
+                            "WHERE status='finished' ORDER BY episode_id").fetchall()
+
+
+def wait_for(condition, timeout_s=120.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+SLOW = dict(COMMON, policy="helper_policies:SlowZero", policy_options={"delay_s": 0.01},
+            max_steps=150)  # 1.5 s per episode
+
+
+def test_a_killed_worker_actor_fails_its_episode_alone_and_the_rest_complete(tmp_path,
+                                                                            local_ray):
+    db = str(tmp_path / "records.sqlite")
+
+    def kill_worker_0():  # once worker 0 of shard 0 holds an episode
+        wait_for(lambda: claimed(db, "ray-shard-0/worker-0") > 0)
+        (name,) = [n for n in ray.util.list_named_actors() if n.endswith("shard0-worker0")]
+        ray.kill(ray.get_actor(name))
+
+    killer = threading.Thread(target=kill_worker_0)
+    killer.start()
+    result = workbench.run(dict(SLOW, output_dir=str(tmp_path), backend="ray",
+                                pool={"workers": 2}, ray={"shards": 1, "cpus_per_shard": 1}))
+    killer.join()
+    df = result.results
+    infra = df[df["error_kind"] == "infrastructure"]
+    assert len(infra) == 1 and infra.iloc[0]["worker"] == "ray-shard-0/worker-0"
+    assert "ray worker actor 0 of shard 0 died during the episode" in infra.iloc[0][
+        "error_message"]
+    done = df[df["error_kind"].isna()]
+    assert len(done) == 3 and (done["steps"] == 150).all()
+    assert set(done["worker"]) == {"ray-shard-0/worker-1"}  # the live worker took the rest
+    assert set(df["status"]) == {"finished"}
+
+
+def test_a_killed_driver_loses_no_finished_episode_and_resumes(tmp_path):
+    config = tmp_path / "ray.yaml"
+    config.write_text(yaml.safe_dump(dict(
+        SLOW, tasks=["reach-v3", "push-v3"], episodes=3, output_dir=str(tmp_path / "run"),
+        pool={"workers": 2}, ray={"shards": 1, "cpus_per_shard": 1})))
+    db = str(tmp_path / "run" / "records.sqlite")
+    command = [sys.executable, "-m", "workbench.cli", "eval", str(config), "--backend", "ray"]
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)  # its own local Ray, in its group
+    try:
+        wait_for(lambda: len(finished(db)) >= 2 and claimed(db) > 0, timeout_s=240)
+        before = finished(db)
+        in_flight = claimed(db)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
+        driver.wait(timeout=30)
+    assert driver.returncode == -signal.SIGKILL
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = {r[0]: r for r in finished(db)}
+    assert len(rows) == 6
+    assert all(rows[episode] == (episode, at, steps) for episode, at, steps in before)
+    with sqlite3.connect(db) as conn:
+        interrupted = conn.execute("SELECT count(*) FROM episodes WHERE interrupted=1"
+                                   ).fetchone()[0]
+        claims = conn.execute("SELECT episode_id, count(*) FROM attempts GROUP BY episode_id"
+                              ).fetchall()
+    assert interrupted == in_flight >= 1  # the episodes in flight: recorded, not re-run
+    assert len(claims) == 6 and all(n == 1 for _, n in claims)
+
+
+def test_shards_the_cluster_cannot_hold_are_refused_before_any_claim(tmp_path, local_ray):
+    with pytest.raises(ValueError, match=r"4 shards need 8 CPUs at once .* the cluster has 2"):
+        workbench.run(dict(COMMON, policy="zero", output_dir=str(tmp_path), backend="ray",
+                           pool={"workers": 2}, ray={"shards": 4}))
+    with sqlite3.connect(tmp_path / "records.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0

@@ -1,66 +1,197 @@
-"""Beyond one machine: deterministic shards of a plan as Ray tasks, each on its own pool.
+"""Beyond one machine: simulator workers and policy replicas as Ray actors.
 
 The runner has already frozen the plan in the driver's records file. This backend
 splits it with :func:`~workbench.contracts.plan.shard_episodes` (so every episode's
-outcome depends only on its identity, not on the shard or machine), claims each
-shard's episodes when it hands the shard to Ray, and records the results as each shard
-returns them. A shard runs on a local pool of its node, sized by the config's pool
-section (or by the concurrency search), observing, filming and writing rollout files
-exactly as the pool backend does (files go to ``output_dir`` as seen from that node). A
-shard whose task fails (its node died, say) has its episodes recorded as
-infrastructure errors; Ray does not retry it (``max_retries=0``), so nothing is
-silently run twice.
+outcome depends only on its identity, not on the shard, actor or machine) and gives
+each shard a placement group (``PACK``: its workers and replicas sit together, on one
+node where one fits) holding ``pool.workers`` worker actors and ``pool.replicas``
+replica actors. Shards spread over the cluster's nodes and GPUs as Ray places their
+groups.
+
+- A **worker actor** keeps its benchmark adapter for its life and runs one episode per
+  call with :func:`~workbench.runtime.episode.run_recorded_episode`, the step loop every
+  backend runs; it asks its replica for actions.
+- A **replica actor** loads the policy once and batches the act requests of its
+  shard's workers dynamically (up to the batch size, or ``pool.max_wait_ms``), serving
+  them with the pool's own :func:`~workbench.runtime.replica.act_isolated`, so one
+  episode's fault stays its own and an out-of-memory error is an infrastructure error.
+- **Resources**: a shard asks for ``ray.cpus_per_shard`` CPUs (default ``pool.workers``)
+  split evenly over its actors; a replica asks for ``ray.gpus_per_replica`` GPUs
+  (default, with ``device: cuda``, one GPU per shard shared by its replicas; none on a
+  CPU device). Shards that the cluster cannot hold all at once are refused before any
+  episode is claimed.
+- **The driver** claims an episode when it hands it to an idle worker of its shard and
+  records each result as soon as it arrives, so a driver that dies loses only the
+  episodes in flight (recorded as interrupted when the run is resumed, never re-run).
+  An actor that dies fails its episode as an infrastructure error (not retried); the
+  shard goes on with its other workers, and a shard left with none records its
+  remaining episodes as infrastructure errors.
 
 Start a cluster the usual Ray way (``ray start --head`` on one machine,
-``ray start --address=HEAD:6379`` on the others) and set ``ray.address: auto``; with no
-address a local Ray instance is started.
+``ray start --address=HEAD:6379`` on the others) and set ``ray.address: auto`` (or pass
+``--set ray.address=HOST:6379``); with no address a local Ray instance is started.
+Records stay on the driver; rollout files and videos are written to ``output_dir`` as
+seen from the node that ran the episode (a folder shared by the hosts, or set
+``output_dir`` to one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import sys
 import time
-from dataclasses import dataclass
+import uuid
+from collections import deque
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from workbench.config import EvalConfig
+from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext
 from workbench.contracts.plan import EpisodeSpec, shard_episodes
 from workbench.contracts.registry import adopt_sys_path
-from workbench.contracts.results import EpisodeResult
-from workbench.runtime.episode import EpisodeOptions
-from workbench.runtime.job import Components, Job
-from workbench.runtime.parallel import prepare_pool, start_pool
+from workbench.contracts.rendering import use_headless_rendering
+from workbench.contracts.results import EpisodeResult, InfrastructureError
+from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
+from workbench.runtime.job import Job
+from workbench.runtime.parallel import expected_steps
+from workbench.runtime.pool import longest_first
+from workbench.runtime.replica import act_isolated, pin_threads
 from workbench.runtime.sink import RunReport
+from workbench.runtime.worker import RemotePolicyError
 
 
-@dataclass(frozen=True)
-class ShardTask:
-    """Everything a Ray task needs to run one shard on its node's pool."""
+class ReplicaActor:
+    """One policy replica; ``act`` calls from many workers are served in batches."""
 
-    config: EvalConfig
-    parts: Components
-    episodes: tuple[EpisodeSpec, ...]
-    options: EpisodeOptions
-    videos: frozenset[str]
-    sys_path: tuple[str, ...]
+    def __init__(self, factory: Any, context: LoadContext, sys_path: Sequence[str],
+                 max_batch: int, max_wait_ms: float) -> None:
+        pin_threads(1)
+        adopt_sys_path(sys_path)
+        self.policy = factory()
+        self.policy.load(context)
+        self.max_batch = max(1, min(max_batch, self.policy.capabilities.max_batch))
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.pending: list[tuple[Any, asyncio.Future]] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self.sizes: list[int] = []
+
+    async def ready(self) -> bool:
+        return True
+
+    async def reset(self, context: EpisodeContext) -> tuple[str, Any]:
+        return self._lifecycle(self.policy.reset, context)
+
+    async def end(self, episode_id: str) -> tuple[str, Any]:
+        return self._lifecycle(self.policy.end_episode, episode_id)
+
+    async def act(self, observation: Any) -> tuple[str, Any]:
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append((observation, future))
+        if len(self.pending) >= self.max_batch:
+            self._serve()
+        elif self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
+        return await future
+
+    async def batch_sizes(self) -> list[int]:
+        return list(self.sizes)
+
+    def _serve(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        batch, self.pending = self.pending[:self.max_batch], self.pending[self.max_batch:]
+        if not batch:
+            return
+        self.sizes.append(len(batch))
+        for (_, future), reply in zip(batch, act_isolated(self.policy, [o for o, _ in batch])):
+            future.set_result(reply)
+        if self.pending:
+            self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
+
+    @staticmethod
+    def _lifecycle(call: Any, payload: Any) -> tuple[str, Any]:
+        import traceback
+
+        try:
+            call(payload)
+            return "ok", None
+        except Exception:
+            return "error", traceback.format_exc()
 
 
-def run_shard(task: ShardTask) -> list[tuple[str, EpisodeResult, str]]:
-    """Run one shard's episodes on a local pool; returns (episode id, result, worker)."""
-    adopt_sys_path(task.sys_path)
-    with start_pool(task.parts, task.config) as pool:
-        prepare_pool(pool, task.config, task.episodes, task.episodes)
-        report = pool.run(task.episodes, None, task.options, task.videos)
-    by_id = {r["episode_id"]: r for r in report.rows}
-    fields = EpisodeResult.__dataclass_fields__
-    return [(eid, EpisodeResult(**{f: row[f] for f in fields}), f"{row['worker']}")
-            for eid, row in by_id.items()]
+class _ReplicaProxy:
+    """Stands in for a Policy inside a worker actor; forwards calls to a replica actor."""
+
+    def __init__(self, capabilities: Capabilities, replica: Any) -> None:
+        self.capabilities, self.replica, self.name = capabilities, replica, "ray-replica"
+
+    def reset(self, context: EpisodeContext) -> None:
+        self._call(self.replica.reset, context)
+
+    def act(self, observation: Any) -> Any:
+        return self._call(self.replica.act, observation)
+
+    def end_episode(self, episode_id: str) -> None:
+        self._call(self.replica.end, episode_id)
+
+    @staticmethod
+    def _call(method: Any, payload: Any) -> Any:
+        import ray
+
+        try:
+            status, value = ray.get(method.remote(payload))
+        except ray.exceptions.RayActorError as exc:
+            raise InfrastructureError(f"policy replica actor died ({type(exc).__name__})") \
+                from None
+        if status == "error":
+            raise RemotePolicyError(f"in the replica actor:\n{value}")
+        if status == "infrastructure":
+            raise InfrastructureError(f"in the replica actor: {value}")
+        return value
+
+
+class WorkerActor:
+    """One simulator worker: its adapter lives as long as the actor."""
+
+    def __init__(self, adapter_factory: Any, capabilities: Capabilities, replica: Any,
+                 sys_path: Sequence[str]) -> None:
+        pin_threads(1)
+        use_headless_rendering()
+        adopt_sys_path(sys_path)
+        self.adapter = adapter_factory()
+        self.policy = _ReplicaProxy(capabilities, replica)
+
+    def ready(self) -> bool:
+        return True
+
+    def warm_up(self, specs: Sequence[EpisodeSpec]) -> float:
+        return warm_up(self.adapter, specs, self.policy.capabilities.features)
+
+    def run(self, spec: EpisodeSpec, options: EpisodeOptions) -> EpisodeResult:
+        return run_recorded_episode(self.adapter, self.policy, spec, options)
+
+
+@dataclass
+class _Shard:
+    index: int
+    queue: deque
+    group: Any = None
+    workers: list[Any] = field(default_factory=list)
+    replicas: list[Any] = field(default_factory=list)
+    idle: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
+def actor_names(run_id: str, token: str, shard: int, workers: int) -> list[str]:
+    """Names of a shard's worker actors (``ray.get_actor`` finds them; tests kill one)."""
+    return [f"wb-{run_id}-{token}-shard{shard}-worker{w}" for w in range(workers)]
 
 
 def execute_ray(job: Job) -> RunReport:
-    """Run ``job``'s pending episodes as ``ray.shards`` Ray tasks; returns what it measured
-    (wall time and episodes; per-process CPU and memory stay on the nodes)."""
+    """Run ``job``'s pending episodes on worker and replica actors, shard by shard;
+    returns what it measured (wall time and episodes; per-process CPU and memory stay
+    on the nodes)."""
     import ray
 
     config = job.config
@@ -69,40 +200,178 @@ def execute_ray(job: Job) -> RunReport:
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (ray)")
     start = time.perf_counter()
     pending = {s.episode_id for s in sink.pending(job.plan)}
-    cpus = config.ray.cpus_per_shard or config.pool.workers
-    remote = ray.remote(num_cpus=cpus, max_retries=0)(run_shard)
-    futures: dict[Any, tuple[int, list[EpisodeSpec]]] = {}
+    options, videos = job.episode_options(), job.videos()
+    estimates = expected_steps(job, None)
+    token = uuid.uuid4().hex[:8]
+    shards = [_Shard(k, deque(longest_first(
+        [s for s in shard_episodes(job.plan, config.ray.shards, k) if s.episode_id in pending],
+        estimates))) for k in range(config.ray.shards)]
+    shards = [s for s in shards if s.queue]
+    _check_fits(ray, config, job.parts.device, len(shards))
+    failures: list[str] = []
+    in_flight: dict[Any, tuple[_Shard, int, EpisodeSpec]] = {}
     try:
-        for k in range(config.ray.shards):
-            shard = [s for s in shard_episodes(job.plan, config.ray.shards, k)
-                     if s.episode_id in pending and sink.claim(s, f"ray-shard-{k}")]
-            if shard:
-                task = ShardTask(config, job.parts, tuple(shard), job.episode_options(),
-                                 frozenset(job.videos()), tuple(sys.path))
-                futures[remote.remote(task)] = (k, shard)
-        while futures:
-            done, _ = ray.wait(list(futures), num_returns=1)
-            k, shard = futures.pop(done[0])
-            _record_shard(sink, k, shard, done[0], ray)
+        for shard in shards:
+            _start_shard(ray, job, shard, token, failures, sink)
+
+        def dispatch() -> None:
+            for shard in shards:
+                while shard.idle and shard.queue:
+                    spec = shard.queue.popleft()
+                    worker = shard.idle.pop(0)
+                    if not sink.claim(spec, f"ray-shard-{shard.index}/worker-{worker}"):
+                        shard.idle.insert(0, worker)
+                        continue
+                    ref = shard.workers[worker].run.remote(
+                        spec, replace(options, video=spec.episode_id in videos))
+                    in_flight[ref] = (shard, worker, spec)
+
+        dispatch()
+        while in_flight:
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            shard, worker, spec = in_flight.pop(done[0])
+            where = f"ray-shard-{shard.index}/worker-{worker}"
+            try:
+                sink.finish(spec, ray.get(done[0]), where)
+                shard.idle.append(worker)
+            except ray.exceptions.RayActorError as exc:
+                message = (f"ray worker actor {worker} of shard {shard.index} died during the "
+                           f"episode ({type(exc).__name__}); not retried")
+                failures.append(message)
+                sink.fail(spec, message, where)
+                if not shard.idle and not any(s is shard for s, _, _ in in_flight.values()):
+                    _fail_rest(sink, shard, "no live worker actor left in its shard", failures)
+            except Exception as exc:  # the call itself failed: its episode only
+                sink.fail(spec, f"ray worker call failed: {type(exc).__name__}: "
+                                f"{str(exc)[:500]}", where)
+                shard.idle.append(worker)
+            dispatch()
+        sizes = [ray.get(r.batch_sizes.remote()) for s in shards for r in s.replicas
+                 if _alive(ray, r)]
     finally:
         sink.close()
-    return RunReport("ray", config.pool, list(sink.rows), time.perf_counter() - start,
-                     math.nan, 0)
+        for shard in shards:
+            _stop_shard(ray, shard)
+    report = RunReport("ray", config.pool, list(sink.rows), time.perf_counter() - start,
+                       math.nan, 0, failures=failures,
+                       complete=all(not s.queue for s in shards))
+    report.replica_stats = [_Sizes(s) for s in sizes]
+    return report
 
 
-def _record_shard(sink: Any, k: int, shard: Sequence[EpisodeSpec], ref: Any, ray: Any) -> None:
-    by_id = {s.episode_id: s for s in shard}
+@dataclass
+class _Sizes:
+    """Batch sizes one replica actor served (what ``RunReport.batch_sizes`` counts)."""
+
+    sizes: list[int]
+
+
+def _start_shard(ray: Any, job: Job, shard: _Shard, token: str, failures: list[str],
+                 sink: Any) -> None:
+    """Place the shard's group and start its actors; on failure its episodes are
+    recorded as infrastructure errors."""
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    config, parts = job.config, job.parts
+    workers, replicas = config.pool.workers, config.pool.replicas
+    cpus, gpus = _requests(config, parts.device)
+    bundles = [{"CPU": cpus}] * workers + [{"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+                                           ] * replicas
     try:
-        results = ray.get(ref)
-    except Exception as exc:  # the task or its node failed: record, never retry
-        message = f"ray shard {k} failed: {type(exc).__name__}: {str(exc)[:500]}"
-        for spec in shard:
-            sink.fail(spec, message, f"ray-shard-{k}")
-        return
-    for episode_id, result, worker in results:
-        sink.finish(by_id.pop(episode_id), result, f"ray-shard-{k}/{worker}")
-    for spec in by_id.values():
-        sink.fail(spec, f"ray shard {k} returned no result", f"ray-shard-{k}")
+        shard.group = placement_group(bundles, strategy="PACK")
+        ray.get(shard.group.ready(), timeout=config.ray.start_timeout_s)
+        strategy = lambda i: PlacementGroupSchedulingStrategy(  # noqa: E731
+            placement_group=shard.group, placement_group_bundle_index=i)
+        device = "cuda:0" if parts.device.startswith("cuda") else parts.device
+        replica_cls = ray.remote(ReplicaActor)
+        shard.replicas = [replica_cls.options(
+            num_cpus=cpus, num_gpus=gpus, max_restarts=0, scheduling_strategy=strategy(
+                workers + r)).remote(parts.policy_factory, LoadContext(
+                    parts.protocol.name, device, shard.index * replicas + r),
+                    _sys_path(), config.pool.batch, config.pool.max_wait_ms)
+            for r in range(replicas)]
+        worker_cls = ray.remote(WorkerActor)
+        shard.names = actor_names(job.run_id, token, shard.index, workers)
+        shard.workers = [worker_cls.options(
+            name=shard.names[w], num_cpus=cpus, max_restarts=0, max_task_retries=0,
+            scheduling_strategy=strategy(w)).remote(
+                parts.adapter_factory, parts.capabilities, shard.replicas[w % replicas],
+                _sys_path())
+            for w in range(workers)]
+        ray.get([a.ready.remote() for a in shard.replicas + shard.workers],
+                timeout=config.ray.start_timeout_s)
+        if config.warm_up:
+            ray.get([a.warm_up.remote(list(shard.queue)) for a in shard.workers])
+        shard.idle = list(range(workers))
+    except Exception as exc:
+        _fail_rest(sink, shard, f"its actors did not start: {type(exc).__name__}: "
+                                f"{str(exc)[:300]}", failures)
+
+
+def _requests(config: EvalConfig, device: str) -> tuple[float, float]:
+    """(CPUs per actor, GPUs per replica actor) of one shard."""
+    workers, replicas = config.pool.workers, config.pool.replicas
+    cpus = (config.ray.cpus_per_shard or workers) / (workers + replicas)
+    gpus = config.ray.gpus_per_replica
+    if gpus is None:
+        gpus = 1.0 / replicas if device.startswith("cuda") else 0.0
+    return cpus, gpus
+
+
+def _check_fits(ray: Any, config: EvalConfig, device: str, shards: int) -> None:
+    """Refuse, before any episode is claimed, shards whose groups the cluster cannot hold
+    all at once (they would wait for each other until the start timeout)."""
+    cpus, gpus = _requests(config, device)
+    actors = config.pool.workers + config.pool.replicas
+    have = ray.cluster_resources()
+    for name, need in (("CPU", shards * actors * cpus), ("GPU", shards * config.pool.replicas
+                                                         * gpus)):
+        if need > have.get(name, 0.0) + 1e-9:
+            raise ValueError(
+                f"ray: {shards} shards need {need:g} {name}s at once (pool.workers "
+                f"{config.pool.workers}, pool.replicas {config.pool.replicas}, "
+                f"ray.cpus_per_shard {config.ray.cpus_per_shard}, ray.gpus_per_replica "
+                f"{config.ray.gpus_per_replica}); the cluster has {have.get(name, 0.0):g}. "
+                "Lower ray.shards or the per-shard requests, or add nodes.")
+
+
+def _fail_rest(sink: Any, shard: _Shard, why: str, failures: list[str]) -> None:
+    message = f"ray shard {shard.index}: {why}"
+    failures.append(message)
+    while shard.queue:
+        spec = shard.queue.popleft()
+        if sink.claim(spec, f"ray-shard-{shard.index}"):
+            sink.fail(spec, f"{message}; not run", f"ray-shard-{shard.index}")
+
+
+def _stop_shard(ray: Any, shard: _Shard) -> None:
+    from ray.util.placement_group import remove_placement_group
+
+    for actor in shard.workers + shard.replicas:
+        try:
+            ray.kill(actor)
+        except Exception:
+            pass
+    if shard.group is not None:
+        try:
+            remove_placement_group(shard.group)
+        except Exception:
+            pass
+
+
+def _alive(ray: Any, actor: Any) -> bool:
+    try:
+        ray.get(actor.ready.remote(), timeout=10)
+        return True
+    except Exception:
+        return False
+
+
+def _sys_path() -> tuple[str, ...]:
+    import sys
+
+    return tuple(sys.path)
 
 
 def wait_for_cluster(cpus: int, timeout_s: float = 60.0) -> None:
