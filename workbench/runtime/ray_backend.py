@@ -190,8 +190,9 @@ def actor_names(run_id: str, token: str, shard: int, workers: int) -> list[str]:
 
 def execute_ray(job: Job) -> RunReport:
     """Run ``job``'s pending episodes on worker and replica actors, shard by shard;
-    returns what it measured (wall time and episodes; per-process CPU and memory stay
-    on the nodes)."""
+    returns what it measured: ``setup_s`` (placing the groups, starting the actors,
+    warm-up), ``wall_s`` from the first episode handed out to the last result, and the
+    episodes (per-process CPU and memory stay on the nodes)."""
     import ray
 
     config = job.config
@@ -226,6 +227,8 @@ def execute_ray(job: Job) -> RunReport:
                         spec, replace(options, video=spec.episode_id in videos))
                     in_flight[ref] = (shard, worker, spec)
 
+        setup_s = time.perf_counter() - start
+        start = time.perf_counter()  # the clock of the episodes, as the pool's
         dispatch()
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1)
@@ -253,7 +256,7 @@ def execute_ray(job: Job) -> RunReport:
         for shard in shards:
             _stop_shard(ray, shard)
     report = RunReport("ray", config.pool, list(sink.rows), time.perf_counter() - start,
-                       math.nan, 0, failures=failures,
+                       math.nan, 0, setup_s=setup_s, failures=failures,
                        complete=all(not s.queue for s in shards))
     report.replica_stats = [_Sizes(s) for s in sizes]
     return report

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -105,6 +106,49 @@ def runtime_ladder(config: ConfigLike, workers: int, replicas: int = 1) -> pd.Da
             result = run(_scratch(config, folder, run_id=f"rung-{k}", benchmark_options=options,
                                   **changes))
             rows.append({"variant": name, "added": added, **run_row(result)})
+            frames.append(result.results)
+    table = pd.DataFrame(rows)
+    table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
+    table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
+    agree = [outcome_agreement(frames[0], f) for f in frames]
+    table["success_agreement"] = [a["success_agreement"] for a in agree]
+    table["terminal_agreement"] = [a["terminal_agreement"] for a in agree]
+    return table
+
+
+def ray_ladder(config: ConfigLike, shards: int, workers: int,
+               cpus: float | None = None) -> pd.DataFrame:
+    """The first source paper's multi-GPU ladder, in kind, on the Ray backend: each rung
+    adds one thing and runs the same episodes.
+
+    00 one shard: one shard of one worker and one replica, an observation every step;
+    01 more shards: ``shards`` shards; 02 more workers: ``workers`` workers per shard;
+    03 chunk boundary: cameras rendered only when the policy reads them. Every shard
+    asks for ``cpus / shards`` CPUs (``cpus``: the Ray cluster's CPUs by default), so
+    every rung fits the same cluster. ``gain`` divides a rung's steps/s by the rung
+    before's, ``speedup`` by rung 00's (all from the first episode handed out to the
+    last result, actor start-up apart in ``setup_s``); the agreement columns compare
+    each rung's outcomes with rung 00's.
+    """
+    import ray
+
+    config = as_config(config)
+    if not ray.is_initialized():
+        ray.init(address=config.ray.address, include_dashboard=False, log_to_driver=False)
+    cpus = cpus or ray.cluster_resources().get("CPU", 1.0)
+    rungs = [("00 one shard", "one shard, one worker, every step", 1, 1, "every_step"),
+             ("01 more shards", f"{shards} shards", shards, 1, "every_step"),
+             ("02 more workers", f"{workers} workers per shard", shards, workers, "every_step"),
+             ("03 chunk boundary", "observe only at chunk boundaries", shards, workers,
+              "chunk_boundary")]
+    rows, frames = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for k, (name, added, n, w, observe) in enumerate(rungs):
+            result = run(_scratch(config, folder, run_id=f"rung-{k}", backend="ray",
+                                  observe=observe, warm_up=True, pool=PoolConfig(w, 1),
+                                  ray=replace(config.ray, shards=n, cpus_per_shard=cpus / n)))
+            rows.append({"variant": name, "added": added, "shards": n, "workers_per_shard": w,
+                         **run_row(result)})
             frames.append(result.results)
     table = pd.DataFrame(rows)
     table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
