@@ -181,7 +181,12 @@ def test_status_and_report_from_the_command_line(tmp_path):
 
 def test_a_campaign_runs_on_ray_and_its_claims_hold_for_every_backend(tmp_path):
     campaign = create_campaign(config(tmp_path, policy="zero", episodes=4, max_steps=10))
-    on_ray = campaign.run(backend="ray", ray={"shards": 2}, pool={"workers": 1})
+    import ray
+
+    try:
+        on_ray = campaign.run(backend="ray", ray={"shards": 2}, pool={"workers": 1})
+    finally:
+        ray.shutdown()  # the local Ray the run started: not left running for later tests
     assert sorted(r["worker"].split("/")[0] for r in on_ray.report.rows) == \
         ["ray-shard-0", "ray-shard-0", "ray-shard-1", "ray-shard-1"]
     assert campaign.run(backend="pool").report.rows == []
