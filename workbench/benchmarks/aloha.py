@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import Feature, get_protocol
 
@@ -70,10 +70,12 @@ def _initial_objects(task: str, seed: int) -> np.ndarray:
     return np.concatenate(sample_insertion_pose(seed))
 
 
-class AlohaAdapter(BenchmarkAdapter):
+class AlohaAdapter(SuiteTable, BenchmarkAdapter):
     """Runs gym-aloha episodes; keeps one environment per task for its life."""
 
     name = "aloha"
+    suites = SUITES
+    suite_label = "ALOHA"
     max_steps = 400
     protocol = PROTOCOL
     preload = ("mujoco", "dm_control", "gym_aloha", "workbench.benchmarks.aloha")
@@ -90,20 +92,6 @@ class AlohaAdapter(BenchmarkAdapter):
         self._control: Any = None
         self._task: str | None = None
         self._steps = 0
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        """
-        >>> AlohaAdapter.suite_tasks("sim")
-        ['AlohaTransferCube-v0', 'AlohaInsertion-v0']
-        """
-        if suite not in SUITES:
-            raise ValueError(f"unknown ALOHA suite {suite!r}; available: {list(SUITES)}")
-        return list(SUITES[suite])
 
     def instruction(self, task: str) -> str:
         return TASKS[task][1]

@@ -19,7 +19,7 @@ import abc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -44,6 +44,35 @@ class StepResult:
     success: bool
     done: bool
     info: dict[str, Any] = field(default_factory=dict)
+
+
+class SuiteTable:
+    """``list_suites`` and ``suite_tasks`` from a table: mix it in before
+    :class:`BenchmarkAdapter` and set ``suites`` (suite -> its tasks) and ``suite_label``
+    (the family's name in the refusal of an unknown suite)."""
+
+    suites: ClassVar[Mapping[str, Sequence[str]]]
+    suite_label: ClassVar[str]
+
+    @classmethod
+    def list_suites(cls) -> list[str]:
+        return list(cls.suites)
+
+    @classmethod
+    def suite_tasks(cls, suite: str) -> list[str]:
+        """
+        >>> class Table(SuiteTable):
+        ...     suites, suite_label = {"sim": ("cube", "peg")}, "ALOHA"
+        >>> Table.list_suites(), Table.suite_tasks("sim")
+        (['sim'], ['cube', 'peg'])
+        >>> Table.suite_tasks("real")
+        Traceback (most recent call last):
+        ValueError: unknown ALOHA suite 'real'; available: ['sim']
+        """
+        if suite not in cls.suites:
+            raise ValueError(f"unknown {cls.suite_label} suite {suite!r}; available: "
+                             f"{list(cls.suites)}")
+        return list(cls.suites[suite])
 
 
 class BenchmarkAdapter(abc.ABC):

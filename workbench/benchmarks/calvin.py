@@ -61,7 +61,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.benchmarks.calvin_tasks import CATEGORIES, INSTRUCTIONS, SUBTASKS, TRANSITIONS
 from workbench.benchmarks.gating import missing_packages, readiness_text, refuse
 from workbench.contracts.plan import EpisodeSpec
@@ -365,10 +365,12 @@ def missing(suite: str | None = None, dataset_dir: str | os.PathLike | None = No
     return reasons
 
 
-class CalvinAdapter(BenchmarkAdapter):
+class CalvinAdapter(SuiteTable, BenchmarkAdapter):
     """Runs CALVIN chains; keeps one calvin_env environment for its life."""
 
     name = "calvin"
+    suites = {suite: (TASK,) for suite in SUITES}
+    suite_label = "CALVIN"
     max_steps = CHAIN_LENGTH * SUBTASK_STEPS
     protocol = get_protocol("calvin-v1")
     preload = ("pybullet", "calvin_env", "workbench.benchmarks.calvin")
@@ -385,16 +387,6 @@ class CalvinAdapter(BenchmarkAdapter):
         self._chain: tuple[str, ...] = ()
         self._progress = ChainProgress()
         self._start_info: Any = None
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown CALVIN suite {suite!r}; available: {list(SUITES)}")
-        return [TASK]
 
     @classmethod
     def readiness(cls) -> str:

@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.benchmarks.gating import (as_numpy, gpu_names, has_rt_cores, missing_packages,
                                          readiness_text, refuse)
 from workbench.contracts.plan import EpisodeSpec
@@ -114,10 +114,12 @@ def isaaclab_action(action: np.ndarray) -> np.ndarray:
     return command[None]
 
 
-class IsaacLabAdapter(BenchmarkAdapter):
+class IsaacLabAdapter(SuiteTable, BenchmarkAdapter):
     """Runs Isaac Lab episodes; one Isaac Sim app per process, one environment per task."""
 
     name = "isaaclab"
+    suites = SUITES
+    suite_label = "Isaac Lab"
     max_steps = STEP_LIMIT
     protocol = PROTOCOL
     preload = ("isaaclab", "isaaclab_tasks", "workbench.benchmarks.isaaclab")
@@ -133,16 +135,6 @@ class IsaacLabAdapter(BenchmarkAdapter):
         self._env: Any = None
         self._task: str | None = None
         self._obs: Mapping[str, Any] | None = None
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown Isaac Lab suite {suite!r}; available: {list(SUITES)}")
-        return list(SUITES[suite])
 
     @classmethod
     def readiness(cls) -> str:

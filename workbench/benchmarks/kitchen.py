@@ -39,7 +39,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
 
@@ -125,10 +125,12 @@ def recorded_chain_length(rollout_path: str | os.PathLike) -> int:
         return int(round(float(data["state"][-1, -1])))
 
 
-class KitchenAdapter(BenchmarkAdapter):
+class KitchenAdapter(SuiteTable, BenchmarkAdapter):
     """Runs Franka Kitchen chains; keeps one environment (and renderer) per chain."""
 
     name = "kitchen"
+    suites = SUITES
+    suite_label = "kitchen"
     max_steps = 280
     protocol = get_protocol("kitchen-v1")
     preload = ("mujoco", "gymnasium_robotics", "workbench.benchmarks.kitchen")
@@ -147,16 +149,6 @@ class KitchenAdapter(BenchmarkAdapter):
         self._obs: np.ndarray | None = None
         self._completed: list[list[str]] = []
         self._steps = 0
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown kitchen suite {suite!r}; available: {list(SUITES)}")
-        return list(SUITES[suite])
 
     def instruction(self, task: str) -> str:
         return chain_instruction(CHAINS[task])

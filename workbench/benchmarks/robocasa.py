@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.benchmarks.gating import missing_packages, readiness_text, refuse, square_frame
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
@@ -171,10 +171,12 @@ def _reseed(env: Any, seed: int) -> None:
             stack.extend(getattr(sampler, "samplers", {}).values())
 
 
-class RoboCasaAdapter(BenchmarkAdapter):
+class RoboCasaAdapter(SuiteTable, BenchmarkAdapter):
     """Runs RoboCasa GR-1 tabletop episodes; keeps one environment per task for its life."""
 
     name = "robocasa"
+    suites = SUITES
+    suite_label = "RoboCasa"
     max_steps = STEP_LIMIT
     protocol = get_protocol("robocasa-v1")
     preload = ("robosuite", "robocasa", "workbench.benchmarks.robocasa")
@@ -191,16 +193,6 @@ class RoboCasaAdapter(BenchmarkAdapter):
         self._task: str | None = None
         self._lang = ""
         self._steps = 0
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown RoboCasa suite {suite!r}; available: {list(SUITES)}")
-        return list(SUITES[suite])
 
     @classmethod
     def readiness(cls) -> str:

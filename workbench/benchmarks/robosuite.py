@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
 from workbench.benchmarks.osc import eef8, state16
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
@@ -53,10 +53,12 @@ def _reseed(env: Any, seed: int) -> None:
         stack.extend(getattr(sampler, "samplers", {}).values())
 
 
-class RobosuiteAdapter(BenchmarkAdapter):
+class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
     """Runs robosuite episodes; keeps one environment per task for its life."""
 
     name = "robosuite"
+    suites = SUITES
+    suite_label = "robosuite"
     max_steps = 500
     protocol = get_protocol("robosuite-v1")
     preload = ("robosuite", "workbench.benchmarks.robosuite")
@@ -71,16 +73,6 @@ class RobosuiteAdapter(BenchmarkAdapter):
         self._task: str | None = None
         self._obs: dict[str, Any] | None = None
         self._steps = 0
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown robosuite suite {suite!r}; available: {list(SUITES)}")
-        return list(SUITES[suite])
 
     def instruction(self, task: str) -> str:
         return INSTRUCTIONS[task]

@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, cache_dir
+from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable, cache_dir
 from workbench.benchmarks.gating import (gpu_names, missing_packages, readiness_text, refuse,
                                          square_frame)
 from workbench.contracts.plan import EpisodeSpec
@@ -206,10 +206,12 @@ def camera_frames(native: Mapping[str, Any], features: Sequence[str],
                                size) for name in features}
 
 
-class RoboTwinAdapter(BenchmarkAdapter):
+class RoboTwinAdapter(SuiteTable, BenchmarkAdapter):
     """Runs RoboTwin 2.0 episodes; keeps one task object per task for its life."""
 
     name = "robotwin"
+    suites = {suite: tuple(sorted(STEP_LIMITS)) for suite in SUITES}
+    suite_label = "RoboTwin"
     max_steps = max(STEP_LIMITS.values())
     protocol = get_protocol("robotwin2-v1")
     preload = ("sapien", "mplib", "workbench.benchmarks.robotwin")
@@ -233,16 +235,6 @@ class RoboTwinAdapter(BenchmarkAdapter):
         self._frames: tuple[int, dict[str, Any]] | None = None
         self._checkout: Path | None = None
         self._episodes = 0
-
-    @classmethod
-    def list_suites(cls) -> list[str]:
-        return list(SUITES)
-
-    @classmethod
-    def suite_tasks(cls, suite: str) -> list[str]:
-        if suite not in SUITES:
-            raise ValueError(f"unknown RoboTwin suite {suite!r}; available: {list(SUITES)}")
-        return sorted(STEP_LIMITS)
 
     @classmethod
     def readiness(cls) -> str:
