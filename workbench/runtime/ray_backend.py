@@ -55,9 +55,9 @@ from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
 from workbench.runtime.pool import longest_first
-from workbench.runtime.replica import act_isolated, pin_threads
+from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads
 from workbench.runtime.sink import RunReport
-from workbench.runtime.worker import RemotePolicyError
+from workbench.runtime.worker import unpack_reply
 
 
 class ReplicaActor:
@@ -79,10 +79,10 @@ class ReplicaActor:
         return True
 
     async def reset(self, context: EpisodeContext) -> tuple[str, Any]:
-        return self._lifecycle(self.policy.reset, context)
+        return lifecycle_reply(self.policy.reset, context)
 
     async def end(self, episode_id: str) -> tuple[str, Any]:
-        return self._lifecycle(self.policy.end_episode, episode_id)
+        return lifecycle_reply(self.policy.end_episode, episode_id)
 
     async def act(self, observation: Any) -> tuple[str, Any]:
         future = asyncio.get_running_loop().create_future()
@@ -109,16 +109,6 @@ class ReplicaActor:
         if self.pending:
             self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
 
-    @staticmethod
-    def _lifecycle(call: Any, payload: Any) -> tuple[str, Any]:
-        import traceback
-
-        try:
-            call(payload)
-            return "ok", None
-        except Exception:
-            return "error", traceback.format_exc()
-
 
 class _ReplicaProxy:
     """Stands in for a Policy inside a worker actor; forwards calls to a replica actor."""
@@ -144,11 +134,7 @@ class _ReplicaProxy:
         except ray.exceptions.RayActorError as exc:
             raise InfrastructureError(f"policy replica actor died ({type(exc).__name__})") \
                 from None
-        if status == "error":
-            raise RemotePolicyError(f"in the replica actor:\n{value}")
-        if status == "infrastructure":
-            raise InfrastructureError(f"in the replica actor: {value}")
-        return value
+        return unpack_reply(status, value, "the replica actor")
 
 
 class WorkerActor:

@@ -142,16 +142,25 @@ def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connec
 
 def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any,
                episodes: set[str]) -> None:
-    try:
-        if kind == "reset":
-            policy.reset(payload)
+    reply: tuple[str, Any] = ("ok", None)
+    if kind == "reset":
+        reply = lifecycle_reply(policy.reset, payload)
+        if reply[0] == "ok":
             episodes.add(payload.episode_id)
-        elif kind == "end":
-            episodes.discard(payload)
-            policy.end_episode(payload)
-        conn.send(("ok", None))
+    elif kind == "end":
+        episodes.discard(payload)
+        reply = lifecycle_reply(policy.end_episode, payload)
+    conn.send(reply)
+
+
+def lifecycle_reply(call: Callable[[Any], Any], payload: Any) -> tuple[str, Any]:
+    """``("ok", None)`` after ``call(payload)`` (a reset or an episode's end), or
+    ``("error", traceback)`` when the policy raised."""
+    try:
+        call(payload)
+        return "ok", None
     except Exception:
-        conn.send(("error", traceback.format_exc()))
+        return "error", traceback.format_exc()
 
 
 def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connection, dict]],

@@ -59,11 +59,17 @@ class RemotePolicy:
         except (EOFError, OSError) as exc:
             raise InfrastructureError(
                 f"policy replica {self.replica_id} died ({type(exc).__name__})") from None
-        if status == "error":
-            raise RemotePolicyError(f"in replica {self.replica_id}:\n{value}")
-        if status == "infrastructure":
-            raise InfrastructureError(f"in replica {self.replica_id}: {value}")
-        return value
+        return unpack_reply(status, value, f"replica {self.replica_id}")
+
+
+def unpack_reply(status: str, value: Any, where: str) -> Any:
+    """A replica's reply: its value, or the error it reports raised as the policy's
+    (``RemotePolicyError``, with the replica's traceback) or the infrastructure's."""
+    if status == "error":
+        raise RemotePolicyError(f"in {where}:\n{value}")
+    if status == "infrastructure":
+        raise InfrastructureError(f"in {where}: {value}")
+    return value
 
 
 def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
