@@ -130,7 +130,7 @@ def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connec
     elif kind == "attach":  # a worker started after this replica: its end of the pipe
         worker, conn = payload
         worker_conns[worker] = conn
-    elif kind == "stats":  # peaks since the last report: a probe's own peaks
+    elif kind == "stats":  # GPU peak since the last report; resident peak over the life
         stats.rss_bytes, stats.peak_rss_bytes = _rss(), _peak_rss()
         stats.gpu_peak_bytes = _gpu_peak_bytes(stats.device)
         control.send(("stats", stats))
