@@ -43,6 +43,7 @@ _EXPORTS = {
     "make_policy": "workbench.policies",
     "open_campaign": "workbench.campaigns",
     "open_pool": "workbench.runner",
+    "open_ray_pool": "workbench.runner",
     "plan_episodes": "workbench.contracts",
     "run": "workbench.runner",
     "run_episode": "workbench.runtime.episode",

@@ -35,7 +35,7 @@ from workbench.runtime.episode import EpisodeObserver
 from workbench.runtime.job import Components, Job, build_components
 from workbench.runtime.parallel import execute_pool
 from workbench.runtime.pool import EvalPool
-from workbench.runtime.ray_backend import execute_ray
+from workbench.runtime.ray_backend import RayPool, execute_ray
 from workbench.runtime.search import SearchResult, as_dict as search_as_dict
 from workbench.runtime.sequential import execute_sequential
 from workbench.runtime.sink import RunReport
@@ -69,18 +69,21 @@ def _sequential(job: Job, pool: EvalPool | None,
     return execute_sequential(job, observers), None
 
 
-def _pool(job: Job, pool: EvalPool | None,
+def _pool(job: Job, pool: EvalPool | RayPool | None,
           observers: Sequence[EpisodeObserver]) -> tuple[RunReport, SearchResult | None]:
     _no_observers("pool", observers)
+    if isinstance(pool, RayPool):
+        raise ValueError("backend pool runs local processes; a Ray pool was passed")
     return execute_pool(job, pool)
 
 
-def _ray(job: Job, pool: EvalPool | None,
+def _ray(job: Job, pool: EvalPool | RayPool | None,
          observers: Sequence[EpisodeObserver]) -> tuple[RunReport, None]:
     _no_observers("ray", observers)
-    if pool is not None:
-        raise ValueError("backend ray starts its pools on the cluster; a local pool was passed")
-    return execute_ray(job), None
+    if pool is not None and not isinstance(pool, RayPool):
+        raise ValueError("backend ray runs on Ray actors; a local pool was passed (use "
+                         "open_ray_pool for a warm one)")
+    return execute_ray(job, pool), None
 
 
 def _no_observers(backend: str, observers: Sequence[EpisodeObserver]) -> None:
@@ -98,18 +101,18 @@ def _service(job: Job, pool: EvalPool | None,
     return execute_service(job), None
 
 
-Backend = Callable[[Job, EvalPool | None, Sequence[EpisodeObserver]],
+Backend = Callable[[Job, EvalPool | RayPool | None, Sequence[EpisodeObserver]],
                    tuple[RunReport, SearchResult | None]]
 BACKENDS: dict[str, Backend] = {"sequential": _sequential, "pool": _pool, "ray": _ray,
                                 "service": _service}
 
 
-def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | None = None,
+def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | None = None,
         observers: Sequence[EpisodeObserver] = ()) -> EvalRun:
     """Plan, freeze and execute ``config`` (an :class:`EvalConfig` or its mapping).
 
-    pool: a warm pool (from :func:`open_pool`) to run on instead of starting one
-    (backend pool); observers: watchers of every episode's step loop (backend
+    pool: a warm pool to run on instead of starting one (from :func:`open_pool` for
+    backend pool, :func:`open_ray_pool` for backend ray); observers: watchers of every episode's step loop (backend
     sequential). The policy is checked against the benchmark before anything is
     claimed.
     """
@@ -152,3 +155,14 @@ def open_pool(config: EvalConfig | Mapping[str, Any], max_workers: int | None = 
     limits = (max_workers or config.pool.workers, max_replicas or config.pool.replicas)
     return EvalPool(build_components(config), min(config.pool.workers, limits[0]),
                     min(config.pool.replicas, limits[1]), limits=limits)
+
+
+def open_ray_pool(config: EvalConfig | Mapping[str, Any]) -> RayPool:
+    """Warm Ray actors for ``config``'s benchmark and policy: ``ray.shards`` placement
+    groups of ``pool.workers`` worker and ``pool.replicas`` replica actors, started once
+    and reused by every :func:`run` given this pool (backend ray) that asks for at most
+    as many. Starts Ray locally when no cluster is connected. Close it (or use it in
+    ``with``) when done."""
+    use_headless_rendering()
+    config = as_config(config)
+    return RayPool(config, build_components(config))

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -22,7 +23,7 @@ COMMON = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"]
 
 
 def outcomes(df):
-    return {r.episode_id: (bool(r.success), None if r.terminal_step != r.terminal_step
+    return {r.episode_id: (bool(r.success), None if pd.isna(r.terminal_step)
                            else int(r.terminal_step), int(r.steps)) for r in df.itertuples()}
 
 
@@ -149,3 +150,26 @@ def test_shards_the_cluster_cannot_hold_are_refused_before_any_claim(tmp_path, l
                            pool={"workers": 2}, ray={"shards": 4}))
     with sqlite3.connect(tmp_path / "records.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
+
+
+def test_a_warm_ray_pool_serves_several_runs_without_restarting_its_actors(tmp_path, local_ray):
+    base = dict(COMMON, policy="wb_plugin.policies:ResidualExpert", policy_options={},
+                max_steps=16, backend="ray", warm_up=True,
+                pool={"workers": 2, "max_wait_ms": 20}, ray={"shards": 1, "cpus_per_shard": 1})
+    with workbench.open_ray_pool(dict(base, output_dir=str(tmp_path / "pool"))) as pool:
+        before = {n: ray.get_actor(n)._actor_id for n in ray.util.list_named_actors()
+                  if "pool-" in n}
+        both = workbench.run(dict(base, output_dir=str(tmp_path / "a")), pool=pool)
+        one = workbench.run(dict(base, output_dir=str(tmp_path / "b"), pool={"workers": 1}),
+                            pool=pool)
+        after = {n: ray.get_actor(n)._actor_id for n in ray.util.list_named_actors()
+                 if "pool-" in n}
+        with pytest.raises(ValueError, match=r"ray.shards is 2, the pool's 'at most 1'"):
+            workbench.run(dict(base, output_dir=str(tmp_path / "c"), ray={"shards": 2}),
+                          pool=pool)
+    assert len(before) == 2 and after == before  # the same two worker actors served both
+    assert set(both.results["worker"]) == {"ray-shard-0/worker-0", "ray-shard-0/worker-1"}
+    assert set(one.results["worker"]) == {"ray-shard-0/worker-0"}
+    assert outcomes(one.results) == outcomes(both.results)
+    assert max(both.report.batch_sizes()) == 2 and max(one.report.batch_sizes()) == 1
+    assert not [n for n in ray.util.list_named_actors() if "pool-" in n]  # closed with the pool

@@ -1,5 +1,9 @@
 """This machine's throughput limit for a workload, measured in pinned single processes.
 
+Two measurements: :func:`measure_step_cost` (CPU seconds per step, and the limit they
+imply) and :func:`independent_loops` (the ceiling: several loops on disjoint parts of a
+plan at once, with no coordination at all; what a pool's steps/s is compared with).
+
 The limit is the cores divided by the CPU seconds one environment step costs in a
 single process: simulation plus the renders and inference it needs, amortized over
 the action chunk (chunk-boundary observation, policy in-process, one thread for math
@@ -78,14 +82,50 @@ def measure_step_cost(parts: Components, plan: Sequence[EpisodeSpec],
                       cores: int | None = None, processes: int = 1) -> StepCost:
     """Run ``plan`` in ``processes`` fresh pinned processes at once (each the whole plan)
     and return their CPU cost per step."""
+    return _run_loops(parts, [list(plan)] * processes, cores)
+
+
+def independent_loops(parts: Components, plans: Sequence[Sequence[EpisodeSpec]],
+                      cores: int | None = None) -> StepCost:
+    """Run each of ``plans`` (disjoint parts of one plan) in its own fresh pinned process,
+    all at once, with chunk-boundary observation and the policy in-process; environments
+    are built before a shared start. ``independent_steps_per_s`` is the steps of all
+    processes over the slowest one's wall time: the ceiling of ``len(plans)``
+    evaluators that share nothing. Split the plan with :func:`balanced_split` so no loop
+    waits on a long tail."""
+    return _run_loops(parts, [list(p) for p in plans], cores)
+
+
+def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: int
+                   ) -> list[list[EpisodeSpec]]:
+    """Split ``plan`` into ``parts`` disjoint lists of nearly equal total steps (longest
+    episode first, each to the lightest list), given each episode's ``steps``.
+
+    >>> from workbench.contracts.plan import plan_episodes
+    >>> plan = plan_episodes("metaworld", "MT10", ["reach-v3"], 4)
+    >>> steps = dict(zip([s.episode_id for s in plan], [50, 40, 30, 20]))
+    >>> [[steps[s.episode_id] for s in part] for part in balanced_split(plan, steps, 2)]
+    [[50, 20], [40, 30]]
+    """
+    lists: list[list[EpisodeSpec]] = [[] for _ in range(parts)]
+    load = [0] * parts
+    for spec in sorted(plan, key=lambda s: (-steps[s.episode_id], s.episode_id)):
+        k = load.index(min(load))
+        lists[k].append(spec)
+        load[k] += steps[spec.episode_id]
+    return lists
+
+
+def _run_loops(parts: Components, plans: Sequence[list[EpisodeSpec]],
+               cores: int | None) -> StepCost:
     ctx = process_context(parts.preload)
-    queue, barrier = ctx.Queue(), ctx.Barrier(processes)
-    procs = [ctx.Process(target=_measure, args=(parts, list(plan), queue, barrier))
-             for _ in range(processes)]
+    queue, barrier = ctx.Queue(), ctx.Barrier(len(plans))
+    procs = [ctx.Process(target=_measure, args=(parts, plan, queue, barrier))
+             for plan in plans]
     for proc in procs:
         proc.start()
     results = [queue.get(timeout=3600) for _ in procs]
     for proc in procs:
         proc.join()
     return StepCost(sum(r[0] for r in results), sum(r[1] for r in results),
-                    cores or psutil.cpu_count() or 1, processes, max(r[2] for r in results))
+                    cores or psutil.cpu_count() or 1, len(plans), max(r[2] for r in results))

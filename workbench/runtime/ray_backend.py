@@ -93,8 +93,10 @@ class ReplicaActor:
             self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
         return await future
 
-    async def batch_sizes(self) -> list[int]:
-        return list(self.sizes)
+    async def take_batch_sizes(self) -> list[int]:
+        """The batch sizes served since the last call (one run's, in a warm pool)."""
+        sizes, self.sizes = self.sizes, []
+        return sizes
 
     def _serve(self) -> None:
         if self.timer is not None:
@@ -159,30 +161,105 @@ class WorkerActor:
 
 
 @dataclass
-class _Shard:
+class _Actors:
+    """One shard's placement group and actors (worker ``w`` asks replica ``w % R``)."""
+
     index: int
-    queue: deque
     group: Any = None
     workers: list[Any] = field(default_factory=list)
     replicas: list[Any] = field(default_factory=list)
-    idle: list[int] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
 
 
-def actor_names(run_id: str, token: str, shard: int, workers: int) -> list[str]:
+@dataclass
+class _Shard:
+    """One shard's part of a run: its queue, and which of its workers are idle."""
+
+    index: int
+    queue: deque
+    actors: _Actors | None = None
+    idle: list[int] = field(default_factory=list)
+
+    @property
+    def workers(self) -> list[Any]:
+        return self.actors.workers if self.actors else []
+
+    @property
+    def replicas(self) -> list[Any]:
+        return self.actors.replicas if self.actors else []
+
+
+class RayPool:
+    """Shards of worker and replica actors kept warm across runs (a ladder, a sweep):
+    pass it to :func:`workbench.run` with ``backend: ray``; a run uses the first
+    ``ray.shards`` shards and the first ``pool.workers`` workers of each (its
+    ``pool.replicas`` must equal the pool's). Built by :func:`workbench.open_ray_pool`;
+    close it (or use it in ``with``) when done. ``setup_s``: seconds to place the groups
+    and start every actor."""
+
+    def __init__(self, job_config: EvalConfig, parts: Any) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=job_config.ray.address, include_dashboard=False,
+                     log_to_driver=False)
+        start = time.perf_counter()
+        self.config, self.parts = job_config, parts
+        self.shards = job_config.ray.shards
+        self.workers, self.replicas = job_config.pool.workers, job_config.pool.replicas
+        self.token = uuid.uuid4().hex[:8]
+        _check_fits(ray, job_config, parts.device, self.shards)
+        self.actors = [_place(ray, job_config, parts, k, f"pool-{self.token}")
+                       for k in range(self.shards)]
+        self.setup_s = time.perf_counter() - start
+
+    def check(self, config: EvalConfig, parts: Any) -> None:
+        """Refuse a run this pool cannot serve, naming what differs."""
+        wrong = [(what, have, want) for what, have, want in (
+            ("benchmark", self.config.benchmark, config.benchmark),
+            ("policy", self.parts.policy_name, parts.policy_name),
+            ("policy_options", self.config.policy_options, config.policy_options),
+            ("image_size", self.config.image_size, config.image_size),
+            ("device", self.parts.device, parts.device),
+            ("pool.replicas", self.replicas, config.pool.replicas)) if have != want]
+        wrong += [(what, f"at most {have}", want) for what, have, want in (
+            ("ray.shards", self.shards, config.ray.shards),
+            ("pool.workers", self.workers, config.pool.workers)) if want > have]
+        if wrong:
+            raise ValueError("this Ray pool cannot run the config: " + "; ".join(
+                f"{what} is {want!r}, the pool's {have!r}" for what, have, want in wrong))
+
+    def close(self) -> None:
+        import ray
+
+        for actors in self.actors:
+            _stop_actors(ray, actors)
+        self.actors = []
+
+    def __enter__(self) -> "RayPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def actor_names(owner: str, shard: int, workers: int) -> list[str]:
     """Names of a shard's worker actors (``ray.get_actor`` finds them; tests kill one)."""
-    return [f"wb-{run_id}-{token}-shard{shard}-worker{w}" for w in range(workers)]
+    return [f"wb-{owner}-shard{shard}-worker{w}" for w in range(workers)]
 
 
-def execute_ray(job: Job) -> RunReport:
-    """Run ``job``'s pending episodes on worker and replica actors, shard by shard;
-    returns what it measured: ``setup_s`` (placing the groups, starting the actors,
-    warm-up), ``wall_s`` from the first episode handed out to the last result, and the
-    episodes (per-process CPU and memory stay on the nodes)."""
+def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
+    """Run ``job``'s pending episodes on worker and replica actors, shard by shard (on
+    ``pool``'s warm actors when given, else on actors started for this run and stopped
+    after it); returns what it measured: ``setup_s`` (placing the groups, starting the
+    actors, warm-up), ``wall_s`` from the first episode handed out to the last result,
+    and the episodes (per-process CPU and memory stay on the nodes)."""
     import ray
 
     config = job.config
-    if not ray.is_initialized():
+    if pool is not None:
+        pool.check(config, job.parts)
+    elif not ray.is_initialized():
         ray.init(address=config.ray.address, include_dashboard=False, log_to_driver=False)
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (ray)")
     start = time.perf_counter()
@@ -194,12 +271,13 @@ def execute_ray(job: Job) -> RunReport:
         [s for s in shard_episodes(job.plan, config.ray.shards, k) if s.episode_id in pending],
         estimates))) for k in range(config.ray.shards)]
     shards = [s for s in shards if s.queue]
-    _check_fits(ray, config, job.parts.device, len(shards))
+    if pool is None:
+        _check_fits(ray, config, job.parts.device, len(shards))
     failures: list[str] = []
     in_flight: dict[Any, tuple[_Shard, int, EpisodeSpec]] = {}
     try:
         for shard in shards:
-            _start_shard(ray, job, shard, token, failures, sink)
+            _start_shard(ray, job, shard, token, failures, sink, pool)
 
         def dispatch() -> None:
             for shard in shards:
@@ -235,12 +313,14 @@ def execute_ray(job: Job) -> RunReport:
                                 f"{str(exc)[:500]}", where)
                 shard.idle.append(worker)
             dispatch()
-        sizes = [ray.get(r.batch_sizes.remote()) for s in shards for r in s.replicas
+        sizes = [ray.get(r.take_batch_sizes.remote()) for s in shards for r in s.replicas
                  if _alive(ray, r)]
     finally:
         sink.close()
-        for shard in shards:
-            _stop_shard(ray, shard)
+        if pool is None:
+            for shard in shards:
+                if shard.actors is not None:
+                    _stop_actors(ray, shard.actors)
     report = RunReport("ray", config.pool, list(sink.rows), time.perf_counter() - start,
                        math.nan, 0, setup_s=setup_s, failures=failures,
                        complete=all(not s.queue for s in shards))
@@ -256,46 +336,64 @@ class _Sizes:
 
 
 def _start_shard(ray: Any, job: Job, shard: _Shard, token: str, failures: list[str],
-                 sink: Any) -> None:
-    """Place the shard's group and start its actors; on failure its episodes are
-    recorded as infrastructure errors."""
+                 sink: Any, pool: RayPool | None) -> None:
+    """Place the shard's group and start its actors (or take the pool's live ones) and
+    warm them up; on failure its episodes are recorded as infrastructure errors."""
+    config = job.config
+    try:
+        if pool is None:
+            shard.actors = _place(ray, config, job.parts, shard.index, f"{job.run_id}-{token}")
+            used = list(range(config.pool.workers))
+        else:
+            shard.actors = pool.actors[shard.index]
+            used = [w for w in range(config.pool.workers)
+                    if _alive(ray, shard.actors.workers[w])]
+            if not used or not all(_alive(ray, r) for r in shard.actors.replicas):
+                raise RuntimeError("an actor of the pool's shard has died")
+        if config.warm_up:
+            ray.get([shard.workers[w].warm_up.remote(list(shard.queue)) for w in used])
+        shard.idle = used
+    except Exception as exc:
+        _fail_rest(sink, shard, f"its actors did not start: {type(exc).__name__}: "
+                                f"{str(exc)[:300]}", failures)
+
+
+def _place(ray: Any, config: EvalConfig, parts: Any, index: int, name: str) -> _Actors:
+    """Place shard ``index``'s group and start its actors; they are ready on return."""
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    config, parts = job.config, job.parts
     workers, replicas = config.pool.workers, config.pool.replicas
     cpus, gpus = _requests(config, parts.device)
     bundles = [{"CPU": cpus}] * workers + [{"CPU": cpus, **({"GPU": gpus} if gpus else {})}
                                            ] * replicas
+    actors = _Actors(index, placement_group(bundles, strategy="PACK"))
     try:
-        shard.group = placement_group(bundles, strategy="PACK")
-        ray.get(shard.group.ready(), timeout=config.ray.start_timeout_s)
+        ray.get(actors.group.ready(), timeout=config.ray.start_timeout_s)
         strategy = lambda i: PlacementGroupSchedulingStrategy(  # noqa: E731
-            placement_group=shard.group, placement_group_bundle_index=i)
+            placement_group=actors.group, placement_group_bundle_index=i)
         device = "cuda:0" if parts.device.startswith("cuda") else parts.device
         replica_cls = ray.remote(ReplicaActor)
-        shard.replicas = [replica_cls.options(
+        actors.replicas = [replica_cls.options(
             num_cpus=cpus, num_gpus=gpus, max_restarts=0, scheduling_strategy=strategy(
                 workers + r)).remote(parts.policy_factory, LoadContext(
-                    parts.protocol.name, device, shard.index * replicas + r),
+                    parts.protocol.name, device, index * replicas + r),
                     _sys_path(), config.pool.batch, config.pool.max_wait_ms)
             for r in range(replicas)]
         worker_cls = ray.remote(WorkerActor)
-        shard.names = actor_names(job.run_id, token, shard.index, workers)
-        shard.workers = [worker_cls.options(
-            name=shard.names[w], num_cpus=cpus, max_restarts=0, max_task_retries=0,
+        actors.names = actor_names(name, index, workers)
+        actors.workers = [worker_cls.options(
+            name=actors.names[w], num_cpus=cpus, max_restarts=0, max_task_retries=0,
             scheduling_strategy=strategy(w)).remote(
-                parts.adapter_factory, parts.capabilities, shard.replicas[w % replicas],
+                parts.adapter_factory, parts.capabilities, actors.replicas[w % replicas],
                 _sys_path())
             for w in range(workers)]
-        ray.get([a.ready.remote() for a in shard.replicas + shard.workers],
+        ray.get([a.ready.remote() for a in actors.replicas + actors.workers],
                 timeout=config.ray.start_timeout_s)
-        if config.warm_up:
-            ray.get([a.warm_up.remote(list(shard.queue)) for a in shard.workers])
-        shard.idle = list(range(workers))
-    except Exception as exc:
-        _fail_rest(sink, shard, f"its actors did not start: {type(exc).__name__}: "
-                                f"{str(exc)[:300]}", failures)
+    except Exception:
+        _stop_actors(ray, actors)
+        raise
+    return actors
 
 
 def _requests(config: EvalConfig, device: str) -> tuple[float, float]:
@@ -334,17 +432,17 @@ def _fail_rest(sink: Any, shard: _Shard, why: str, failures: list[str]) -> None:
             sink.fail(spec, f"{message}; not run", f"ray-shard-{shard.index}")
 
 
-def _stop_shard(ray: Any, shard: _Shard) -> None:
+def _stop_actors(ray: Any, actors: _Actors) -> None:
     from ray.util.placement_group import remove_placement_group
 
-    for actor in shard.workers + shard.replicas:
+    for actor in actors.workers + actors.replicas:
         try:
             ray.kill(actor)
         except Exception:
             pass
-    if shard.group is not None:
+    if actors.group is not None:
         try:
-            remove_placement_group(shard.group)
+            remove_placement_group(actors.group)
         except Exception:
             pass
 

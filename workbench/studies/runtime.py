@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from workbench.config import EvalConfig, PoolConfig, as_config
-from workbench.runner import EvalRun, open_pool, run
+from workbench.runner import EvalRun, open_pool, open_ray_pool, run
 from workbench.runtime.agreement import outcome_agreement
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.search import GIB, SearchResult, probe_row
@@ -123,11 +123,14 @@ def ray_ladder(config: ConfigLike, shards: int, workers: int,
 
     00 one shard: one shard of one worker and one replica, an observation every step;
     01 more shards: ``shards`` shards; 02 more workers: ``workers`` workers per shard;
-    03 chunk boundary: cameras rendered only when the policy reads them. Every shard
-    asks for ``cpus / shards`` CPUs (``cpus``: the Ray cluster's CPUs by default), so
-    every rung fits the same cluster. ``gain`` divides a rung's steps/s by the rung
-    before's, ``speedup`` by rung 00's (all from the first episode handed out to the
-    last result, actor start-up apart in ``setup_s``); the agreement columns compare
+    03 chunk boundary: cameras rendered only when the policy reads them. The actors
+    start once (a warm :class:`~workbench.runtime.ray_backend.RayPool` of ``shards``
+    shards of ``workers`` workers, each shard asking for ``cpus / shards`` CPUs;
+    ``cpus``: the Ray cluster's CPUs by default) and every rung runs on its first
+    shards and workers, so no rung pays for start-up the others don't. ``gain`` divides
+    a rung's steps/s by the rung before's, ``speedup`` by rung 00's (all from the first
+    episode handed out to the last result; ``setup_s`` is each rung's warm-up, and the
+    table's ``attrs["pool_setup_s"]`` the actors' start); the agreement columns compare
     each rung's outcomes with rung 00's.
     """
     import ray
@@ -143,19 +146,23 @@ def ray_ladder(config: ConfigLike, shards: int, workers: int,
               "chunk_boundary")]
     rows, frames = [], []
     with tempfile.TemporaryDirectory() as folder:
-        for k, (name, added, n, w, observe) in enumerate(rungs):
-            result = run(_scratch(config, folder, run_id=f"rung-{k}", backend="ray",
-                                  observe=observe, warm_up=True, pool=PoolConfig(w, 1),
-                                  ray=replace(config.ray, shards=n, cpus_per_shard=cpus / n)))
-            rows.append({"variant": name, "added": added, "shards": n, "workers_per_shard": w,
-                         **run_row(result)})
-            frames.append(result.results)
+        base = _scratch(config, folder, backend="ray", warm_up=True, pool=PoolConfig(workers, 1),
+                        ray=replace(config.ray, shards=shards, cpus_per_shard=cpus / shards))
+        with open_ray_pool(base) as pool:
+            for k, (name, added, n, w, observe) in enumerate(rungs):
+                result = run(base.replace(run_id=f"rung-{k}", observe=observe,
+                                          pool=PoolConfig(w, 1),
+                                          ray=replace(base.ray, shards=n)), pool=pool)
+                rows.append({"variant": name, "added": added, "shards": n,
+                             "workers_per_shard": w, **run_row(result)})
+                frames.append(result.results)
     table = pd.DataFrame(rows)
     table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
     table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
     agree = [outcome_agreement(frames[0], f) for f in frames]
     table["success_agreement"] = [a["success_agreement"] for a in agree]
     table["terminal_agreement"] = [a["terminal_agreement"] for a in agree]
+    table.attrs["pool_setup_s"] = pool.setup_s
     return table
 
 
