@@ -14,8 +14,10 @@ Systems (one row kind each; the workbench's through its runner, ``workbench.run`
   round's ``single chunk`` row, run at once with no coordination at all;
 - ``pool every step``: the two pools (N workers, 1 replica), rendering every step;
 - ``pool chunk fixed``: the two pools at that fixed configuration, chunk boundaries;
-- ``pool chunk searched``: the concurrency search, then its choice (its end-to-end time
-  includes the search; the probes' episodes count, the policy being runtime-invariant);
+- ``pool chunk searched``: the concurrency search, then its choice; the probes' episodes
+  count (the policy is runtime-invariant), so its ``eval_s`` is the search's seconds plus
+  the chosen configuration's, over every episode's steps, and its ``e2e_s`` includes the
+  search;
 - ``ray``: the Ray backend, one shard of N worker actors and 1 replica actor, chunk
   boundaries (Ray itself is started once, before the rounds);
 - ``vla-eval png`` / ``vla-eval raw``: ``vla-eval run --no-docker`` shards against its
@@ -142,11 +144,16 @@ class Systems:
     def run(self, round_: int, name: str, **changes: Any) -> dict:
         slug = name.replace(" ", "-")
         result = workbench.run(self.config.replace(run_id=f"{slug}-{round_}", **changes))
-        report = result.report
-        row = _row(name, result.results, report.steps / report.wall_s, report.wall_s,
-                   result.e2e_s, report.pool.label if report.pool else "1 process")
-        if result.search is not None:
-            row.update(search_s=result.search.search_s, probes=len(result.search.probes))
+        report, search = result.report, result.search
+        # the searched row's probes run the plan's episodes (they count): its warm time is
+        # the search's plus the chosen configuration's, over every episode's steps
+        eval_s = report.wall_s + (search.search_s if search is not None else 0.0)
+        row = _row(name, result.results, 0.0, eval_s, result.e2e_s,
+                   report.pool.label if report.pool else "1 process")
+        row["steps_per_s"] = row["steps"] / eval_s
+        if search is not None:
+            row.update(search_s=search.search_s, probes=len(search.probes),
+                       probe_steps=row["steps"] - report.steps)
         return row
 
     def single_chunk(self, round_: int) -> dict:
@@ -156,7 +163,8 @@ class Systems:
 
     def ceiling(self, round_: int) -> dict:
         start = time.perf_counter()
-        cost = independent_loops(self.parts, balanced_split(self.plan, self.steps, self.cores))
+        cost = independent_loops(self.parts, balanced_split(self.plan, self.steps, self.cores),
+                                 max_steps=self.config.max_steps)
         row = _row("ceiling", None, cost.independent_steps_per_s, cost.wall_s,
                    time.perf_counter() - start, f"{self.cores} independent loops")
         row.update(episodes=len(self.plan), steps=cost.steps)
@@ -245,11 +253,13 @@ def check_targets(ratios: dict) -> dict:
 
 
 def agreement(rows: list[dict]) -> dict:
-    """Success and terminal-step agreement of every row with per-episode outcomes against
-    the same round's sequential row (the ceiling keeps no per-episode outcomes)."""
+    """Success and terminal-step agreement of every workbench row against the same
+    round's sequential row (the ceiling keeps no per-episode outcomes; vla-eval's export
+    counts steps its own way, so its rows are compared by success only, elsewhere)."""
     out: dict[str, dict] = {}
     for row in rows:
-        if row["system"] == "sequential" or row["_df"] is None:
+        if row["system"] == "sequential" or row["_df"] is None \
+                or row["system"].startswith("vla-eval"):
             continue
         (reference,) = [r["_df"] for r in rows
                         if r["system"] == "sequential" and r["round"] == row["round"]]

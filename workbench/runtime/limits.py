@@ -57,7 +57,7 @@ class StepCost:
 
 
 def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
-             barrier: Any) -> None:
+             barrier: Any, max_steps: int | None = None) -> None:
     pin_threads(1)
     try:
         import torch
@@ -70,8 +70,8 @@ def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
     warm_up(adapter, plan, policy.capabilities.features)  # build contexts outside the clock
     barrier.wait()  # all processes start their clocks together
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    steps = sum(run_episode(adapter, policy, spec, observe_every_step=False).steps
-                for spec in plan)
+    steps = sum(run_episode(adapter, policy, spec, observe_every_step=False,
+                            max_steps=max_steps).steps for spec in plan)
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
     adapter.close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -86,14 +86,14 @@ def measure_step_cost(parts: Components, plan: Sequence[EpisodeSpec],
 
 
 def independent_loops(parts: Components, plans: Sequence[Sequence[EpisodeSpec]],
-                      cores: int | None = None) -> StepCost:
+                      cores: int | None = None, max_steps: int | None = None) -> StepCost:
     """Run each of ``plans`` (disjoint parts of one plan) in its own fresh pinned process,
     all at once, with chunk-boundary observation and the policy in-process; environments
     are built before a shared start. ``independent_steps_per_s`` is the steps of all
     processes over the slowest one's wall time: the ceiling of ``len(plans)``
     evaluators that share nothing. Split the plan with :func:`balanced_split` so no loop
-    waits on a long tail."""
-    return _run_loops(parts, [list(p) for p in plans], cores)
+    waits on a long tail. ``max_steps`` caps every episode as the config's does."""
+    return _run_loops(parts, [list(p) for p in plans], cores, max_steps)
 
 
 def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: int
@@ -117,10 +117,10 @@ def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: in
 
 
 def _run_loops(parts: Components, plans: Sequence[list[EpisodeSpec]],
-               cores: int | None) -> StepCost:
+               cores: int | None, max_steps: int | None = None) -> StepCost:
     ctx = process_context(parts.preload)
     queue, barrier = ctx.Queue(), ctx.Barrier(len(plans))
-    procs = [ctx.Process(target=_measure, args=(parts, plan, queue, barrier))
+    procs = [ctx.Process(target=_measure, args=(parts, plan, queue, barrier, max_steps))
              for plan in plans]
     for proc in procs:
         proc.start()
