@@ -47,8 +47,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         overrides["ray.address"] = args.address
     result = run(load_config(args.config, overrides))
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        if result.search is not None:
-            print(format_search(result.search))
+        for found in result.searches:
+            print(format_search(found))
         print(summarize(result.results).to_string(index=False))
     store = RecordStore(result.records_path)
     try:

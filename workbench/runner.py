@@ -48,8 +48,9 @@ class EvalRun:
 
     results: every episode of the run as stored (earlier invocations included);
     report: this invocation's episodes, timings and resources; search: what the
-    concurrency search probed and chose (when it ran); e2e_s: seconds of the whole
-    call, set-up included.
+    concurrency search probed and chose (when it ran; the pool backend's); searches:
+    every search of the run (the pool's, or one per Ray shard); e2e_s: seconds of the
+    whole call, set-up included.
     """
 
     config: EvalConfig
@@ -60,6 +61,7 @@ class EvalRun:
     report: RunReport
     search: SearchResult | None
     e2e_s: float
+    searches: tuple[SearchResult, ...] = ()
 
 
 def _sequential(job: Job, pool: EvalPool | None,
@@ -125,13 +127,14 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
     try:
         job = _freeze(config, parts, store)
         report, search = BACKENDS[config.backend](job, pool, observers)
-        if search is not None:
-            store.record_search(job.run_id, search_as_dict(search))
+        searches = (search,) if search is not None else tuple(report.searches)
+        for found in searches:
+            store.record_search(job.run_id, search_as_dict(found))
         results = store.results(job.run_id)
     finally:
         store.close()
     return EvalRun(config, job.run_id, store.path, out, results, report, search,
-                   time.perf_counter() - start)
+                   time.perf_counter() - start, searches)
 
 
 def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:

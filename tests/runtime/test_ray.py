@@ -2,6 +2,8 @@
 actors, results streamed to the driver, an actor killed mid-run, a driver killed and
 resumed."""
 
+import json
+import math
 import os
 import signal
 import sqlite3
@@ -40,7 +42,9 @@ def test_ray_shards_give_the_sequential_outcomes_and_write_rollouts(tmp_path, lo
     # the scripted expert plus an exact torch correction, batched natively, defined
     # outside workbench/ (as a user's policy is)
     policy = "wb_plugin.policies:ResidualExpert"
-    common = dict(COMMON, policy=policy, policy_options={})
+    # door-open's scripted policy writes into the observation it is given: Ray's
+    # object-store arrays are read-only, so the replica actor must hand over copies
+    common = dict(COMMON, policy=policy, policy_options={}, tasks=["reach-v3", "door-open-v3"])
     reference = workbench.run(dict(common, output_dir=str(tmp_path / "seq"))).results
     result = workbench.run(dict(common, output_dir=str(tmp_path / "ray"), backend="ray",
                                 video=1, pool={"workers": 2, "max_wait_ms": 20},
@@ -173,3 +177,24 @@ def test_a_warm_ray_pool_serves_several_runs_without_restarting_its_actors(tmp_p
     assert outcomes(one.results) == outcomes(both.results)
     assert max(both.report.batch_sizes()) == 2 and max(one.report.batch_sizes()) == 1
     assert not [n for n in ray.util.list_named_actors() if "pool-" in n]  # closed with the pool
+
+
+def test_each_shard_searches_on_its_own_share_then_runs_its_choice(tmp_path, local_ray):
+    common = dict(COMMON, policy="expert", max_steps=24)
+    reference = workbench.run(dict(common, output_dir=str(tmp_path / "seq"))).results
+    result = workbench.run(dict(
+        common, output_dir=str(tmp_path / "ray"), backend="ray", ray={"shards": 2},
+        search={"enabled": True, "probe_episodes": 1, "max_workers": 2, "max_replicas": 1}))
+    assert [s.shard for s in result.searches] == [0, 1]
+    for search in result.searches:
+        # the rules read the shard's share (2 CPUs over 2 shards), not the cluster's 2
+        assert search.worker_cap == min(64, math.floor(1 / search.cost_per_worker))
+        assert (search.probes["status"] == "ok").any() and search.decisions
+        chosen = search.best.workers
+        used = result.results[result.results["worker"].str.startswith(
+            f"ray-shard-{search.shard}/")]["worker"]
+        assert not used.empty and {int(w.rsplit("-", 1)[1]) for w in used} <= set(range(chosen))
+    assert outcomes(result.results) == outcomes(reference)
+    with sqlite3.connect(tmp_path / "ray" / "records.sqlite") as conn:
+        kept = [json.loads(t) for (t,) in conn.execute("SELECT search FROM searches")]
+    assert sorted(k["shard"] for k in kept) == [0, 1]

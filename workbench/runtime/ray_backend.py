@@ -20,6 +20,13 @@ groups.
   (default, with ``device: cuda``, one GPU per shard shared by its replicas; none on a
   CPU device). Shards that the cluster cannot hold all at once are refused before any
   episode is claimed.
+- **Search per shard**: with ``search.enabled`` each shard first runs the concurrency
+  search on its own (a search actor in a group of ``ray.cpus_per_shard`` CPUs, default
+  the cluster's CPUs over the shards, plus the shard's GPU), with the rules reading that
+  shard's cores and GPU, on a local pool inside the actor; then the shard starts the
+  workers and replicas its search chose. These probes re-run episodes of the shard and
+  discard them (the records are the driver's), and each search is recorded with its
+  shard.
 - **The driver** claims an episode when it hands it to an idle worker of its shard and
   records each result as soon as it arrives, so a driver that dies loses only the
   episodes in flight (recorded as interrupted when the run is resumed, never re-run).
@@ -54,8 +61,9 @@ from workbench.contracts.results import EpisodeResult, InfrastructureError
 from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
-from workbench.runtime.pool import longest_first
+from workbench.runtime.pool import EvalPool, longest_first
 from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads
+from workbench.runtime.search import SearchResult, search_concurrency
 from workbench.runtime.sink import RunReport
 from workbench.runtime.worker import unpack_reply
 
@@ -79,14 +87,14 @@ class ReplicaActor:
         return True
 
     async def reset(self, context: EpisodeContext) -> tuple[str, Any]:
-        return lifecycle_reply(self.policy.reset, context)
+        return lifecycle_reply(self.policy.reset, writable(context))
 
     async def end(self, episode_id: str) -> tuple[str, Any]:
         return lifecycle_reply(self.policy.end_episode, episode_id)
 
     async def act(self, observation: Any) -> tuple[str, Any]:
         future = asyncio.get_running_loop().create_future()
-        self.pending.append((observation, future))
+        self.pending.append((writable(observation), future))
         if len(self.pending) >= self.max_batch:
             self._serve()
         elif self.timer is None:
@@ -110,6 +118,30 @@ class ReplicaActor:
             future.set_result(reply)
         if self.pending:
             self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
+
+
+def writable(value: Any) -> Any:
+    """``value`` with every read-only numpy array in it copied. Ray hands arguments and
+    results over as read-only views of its object store, where the pool's pipes give
+    private copies; policies and adapters may write into what they receive (MetaWorld's
+    scripted policies shift positions of the observation in place), so every backend
+    gives them writable arrays.
+
+    >>> import numpy as np
+    >>> frozen = np.zeros(2)
+    >>> frozen.flags.writeable = False
+    >>> writable({"state": frozen, "n": [frozen, 1]})["state"].flags.writeable
+    True
+    """
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if isinstance(value, dict):
+        return {k: writable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(writable(v) for v in value)
+    return value
 
 
 class _ReplicaProxy:
@@ -136,7 +168,7 @@ class _ReplicaProxy:
         except ray.exceptions.RayActorError as exc:
             raise InfrastructureError(f"policy replica actor died ({type(exc).__name__})") \
                 from None
-        return unpack_reply(status, value, "the replica actor")
+        return unpack_reply(status, writable(value), "the replica actor")
 
 
 class WorkerActor:
@@ -158,6 +190,26 @@ class WorkerActor:
 
     def run(self, spec: EpisodeSpec, options: EpisodeOptions) -> EpisodeResult:
         return run_recorded_episode(self.adapter, self.policy, spec, options)
+
+
+class SearchActor:
+    """One shard's concurrency search, on the node and resources Ray gave the shard: a
+    local pool grown by the search inside this actor's group, closed at the end."""
+
+    def __init__(self, parts: Any, sys_path: Sequence[str]) -> None:
+        use_headless_rendering()
+        adopt_sys_path(sys_path)
+        self.parts = parts
+
+    def search(self, plan: Sequence[EpisodeSpec], config: EvalConfig, cores: int,
+               shard: int) -> SearchResult:
+        settings = config.search
+        with EvalPool(self.parts, 1, 1, limits=settings.pool_limits(cores)) as pool:
+            pool.observe_every_step = config.observe_every_step
+            result = search_concurrency(pool, plan, settings, config.pool.max_wait_ms,
+                                        cores=cores, max_steps=config.max_steps)
+        result.shard = shard
+        return result
 
 
 @dataclass
@@ -271,13 +323,25 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
         [s for s in shard_episodes(job.plan, config.ray.shards, k) if s.episode_id in pending],
         estimates))) for k in range(config.ray.shards)]
     shards = [s for s in shards if s.queue]
-    if pool is None:
+    searches: list[SearchResult] = []
+    if config.search.enabled:
+        if pool is not None:
+            raise ValueError("search.enabled picks each shard's workers and replicas; a warm "
+                             "Ray pool has fixed ones (run without the pool, or without the "
+                             "search)")
+        searches = search_shards(ray, job, shards)
+        # the shards' actors share the CPUs their searches had
+        config = config.replace(ray=replace(config.ray, cpus_per_shard=_search_cpus(
+            ray, config, len(shards))))
+    elif pool is None:
         _check_fits(ray, config, job.parts.device, len(shards))
+    chosen = {s.shard: s.best for s in searches}
     failures: list[str] = []
     in_flight: dict[Any, tuple[_Shard, int, EpisodeSpec]] = {}
     try:
         for shard in shards:
-            _start_shard(ray, job, shard, token, failures, sink, pool)
+            _start_shard(ray, job, config.replace(pool=chosen.get(shard.index, config.pool)),
+                         shard, token, failures, sink, pool)
 
         def dispatch() -> None:
             for shard in shards:
@@ -325,7 +389,44 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
                        math.nan, 0, setup_s=setup_s, failures=failures,
                        complete=all(not s.queue for s in shards))
     report.replica_stats = [_Sizes(s) for s in sizes]
+    report.searches = searches
     return report
+
+
+def search_shards(ray: Any, job: Job, shards: Sequence[_Shard]) -> list[SearchResult]:
+    """Each shard's concurrency search, all shards at once, each in its own group of
+    the shard's CPUs (and GPU); refused before any claim when the groups do not fit."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    config, parts = job.config, job.parts
+    have = ray.cluster_resources()
+    cpus = _search_cpus(ray, config, len(shards))
+    gpus = 1.0 if parts.device.startswith("cuda") else 0.0
+    for name, need in (("CPU", cpus * len(shards)), ("GPU", gpus * len(shards))):
+        if need > have.get(name, 0.0) + 1e-9:
+            raise ValueError(f"ray: {len(shards)} shard searches need {need:g} {name}s at "
+                             f"once (ray.cpus_per_shard {config.ray.cpus_per_shard}); the "
+                             f"cluster has {have.get(name, 0.0):g}")
+    groups, actors = [], []
+    try:
+        for shard in shards:
+            group = placement_group([{"CPU": cpus, **({"GPU": gpus} if gpus else {})}])
+            groups.append(group)
+            ray.get(group.ready(), timeout=config.ray.start_timeout_s)
+            actors.append(ray.remote(SearchActor).options(
+                num_cpus=cpus, num_gpus=gpus, max_restarts=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=group, placement_group_bundle_index=0)).remote(
+                        parts, _sys_path()))
+        return ray.get([actor.search.remote(list(shard.queue), config,
+                                            max(1, math.floor(cpus)), shard.index)
+                        for actor, shard in zip(actors, shards)])
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        for group in groups:
+            remove_placement_group(group)
 
 
 @dataclass
@@ -335,11 +436,11 @@ class _Sizes:
     sizes: list[int]
 
 
-def _start_shard(ray: Any, job: Job, shard: _Shard, token: str, failures: list[str],
-                 sink: Any, pool: RayPool | None) -> None:
-    """Place the shard's group and start its actors (or take the pool's live ones) and
-    warm them up; on failure its episodes are recorded as infrastructure errors."""
-    config = job.config
+def _start_shard(ray: Any, job: Job, config: EvalConfig, shard: _Shard, token: str,
+                 failures: list[str], sink: Any, pool: RayPool | None) -> None:
+    """Place the shard's group and start its actors (``config``'s pool section: the
+    run's, or what the shard's search chose; or the warm pool's live ones) and warm
+    them up; on failure its episodes are recorded as infrastructure errors."""
     try:
         if pool is None:
             shard.actors = _place(ray, config, job.parts, shard.index, f"{job.run_id}-{token}")
@@ -394,6 +495,12 @@ def _place(ray: Any, config: EvalConfig, parts: Any, index: int, name: str) -> _
         _stop_actors(ray, actors)
         raise
     return actors
+
+
+def _search_cpus(ray: Any, config: EvalConfig, shards: int) -> float:
+    """CPUs of one shard when a search sizes it: ``ray.cpus_per_shard``, else the
+    cluster's CPUs over the shards."""
+    return config.ray.cpus_per_shard or ray.cluster_resources().get("CPU", 1.0) / max(shards, 1)
 
 
 def _requests(config: EvalConfig, device: str) -> tuple[float, float]:

@@ -107,6 +107,8 @@ class SearchResult:
     """Mean steps per task of the probes' episodes (for tail-aware dispatch)."""
     counted: bool = False
     """Whether the probes' episodes were recorded as the run's."""
+    shard: int | None = None
+    """The Ray shard this search ran for (None: the whole local pool)."""
 
 
 # -- the rules, on probe rows ---------------------------------------------------------------
@@ -470,7 +472,8 @@ def format_search(result: SearchResult) -> str:
                "status", "reason"]
     table = result.probes[[c for c in columns if c in result.probes.columns]]
     return "\n".join([
-        "concurrency search:",
+        "concurrency search" + (f" of ray shard {result.shard}:" if result.shard is not None
+                                else ":"),
         *(f"  {line}" for line in result.decisions),
         table.to_string(index=False, float_format=lambda v: f"{v:.2f}"),
         f"chosen: {result.best.workers} workers, {result.best.replicas} replicas, batch "
@@ -488,5 +491,6 @@ def as_dict(result: SearchResult) -> dict[str, Any]:
             "memory_per_worker_gib": result.memory_per_worker_gib,
             "replica_footprint_gib": result.replica_footprint_gib,
             "decisions": list(result.decisions), "counted": result.counted,
+            "shard": result.shard,
             "probes": result.probes.astype(object).where(result.probes.notna(), None)
             .to_dict("records")}

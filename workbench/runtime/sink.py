@@ -90,7 +90,8 @@ class RunReport:
     processes over wall_s; peak_rss_bytes: their largest summed resident memory;
     setup_s: seconds before the first episode (processes, model loads, warm-up);
     replica_stats: per replica, batches served and their sizes (pool backend);
-    gpu_util_pct: the mean utilisation NVML reported for GPU 0 (NaN without a GPU).
+    gpu_util_pct: the mean utilisation NVML reported for GPU 0 (NaN without a GPU);
+    searches: the concurrency searches of the Ray backend's shards, one per shard.
     """
 
     backend: str
@@ -104,6 +105,7 @@ class RunReport:
     complete: bool = True
     failures: list[str] = field(default_factory=list)
     gpu_util_pct: float = math.nan
+    searches: list[Any] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
