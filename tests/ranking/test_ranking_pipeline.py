@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.sparse.csgraph import connected_components
 
 pytest.importorskip("metaworld", reason="MetaWorld is not installed")
 
@@ -69,12 +70,19 @@ def test_bt_puts_the_expert_above_the_delay_variant(ranking):
     assert scores[names[0]] > scores[names[-1]]
     assert list(scores.loc[names]) == sorted(scores, reverse=True)  # the known order
     assert ranking.wins.sum() == 10 * PER_PAIR
+    # The documented degenerate case, asserted: the heuristic prefers the higher rung in
+    # (almost) every comparison, so the "beat at least once" graph is not strongly
+    # connected (a top group never lost to the rest). Bradley-Terry then has no finite
+    # maximum: the fit stops at its iteration cap and says so, and no percentile
+    # interval need hold its capped point estimate. (Intervals holding their estimates
+    # are tested where the MLE exists, in test_ranking_bootstrap.py.)
+    beat = np.asarray(ranking.wins) > 0
+    groups, _ = connected_components(beat, directed=True, connection="strong")
+    assert groups > 1
+    assert ranking.warnings and all("did not converge" in w for w in ranking.warnings), \
+        ranking.warnings
     table = ranking.scores()
-    # The heuristic separates adjacent rungs every time, so the expert never loses: its
-    # BT strength has no finite maximum and the percentile interval need not hold the
-    # (iteration-capped) point estimate. Intervals are still ordered and nested in 0-100.
     assert (table["lower"] <= table["upper"]).all()
-    assert table["lower"].between(0, 100).all() and table["upper"].between(0, 100).all()
     assert (table["episode_lower"] <= table["episode_upper"]).all()
 
 
@@ -83,7 +91,12 @@ def test_preferences_record_balanced_a_b_positions(ranking):
     assert {"policy_a", "policy_b", "rollout_a", "rollout_b", "winner", "a_is_i"} <= set(prefs)
     per_pair = prefs.groupby("pair")["a_is_i"].sum()
     assert (abs(per_pair - PER_PAIR / 2) <= 1).all()
-    assert 0.0 <= ranking.a_win_share() <= 1.0
+    share = ranking.a_win_share()
+    assert share == pytest.approx((prefs["winner_policy"] == prefs["policy_a"]).mean())
+    # Positions balanced in every pair and a judge blind to position: 0.5 in expectation
+    # (sd about 0.025 over these 400 comparisons). Were A always the pair's first policy,
+    # the better rung in most pairs here, the share would be near 0.75 or more.
+    assert abs(share - 0.5) <= 0.1, share
 
 
 def test_convergence_checkpoints_are_nested_prefixes(ranking, rollouts):
@@ -106,7 +119,6 @@ def test_offline_judge_is_order_consistent(rollouts):
     audit = pl.order_swap_audit(rollouts, OfflineJudge(seed=0), n_pairs=100, seed=1)
     assert len(audit) == 10 * len(TASKS) * EPISODES  # every distinct pair, once
     consistency = pl.swap_consistency(audit)
-    assert 0.0 <= consistency <= 1.0
     assert consistency == 1.0, audit[audit["consistent"] == 0]
 
 
@@ -130,8 +142,9 @@ def test_compare_rankings_against_known_order_and_success(ranking, rollouts):
     assert (table["success_lower"] <= table["success_rate"]).all()
     summary = pl.compare_rankings(ranking.scores(), known, success)
     assert summary.loc["success_rate", "mmrv_vs_success"] == 0.0
-    rho = summary.loc["bt_score", "spearman_vs_known"]
-    assert np.isnan(rho) or -1.0 <= rho <= 1.0
+    # the BT order is the known order (test_bt_puts_the_expert_above_the_delay_variant)
+    assert summary.loc["bt_score", "spearman_vs_known"] == pytest.approx(1.0)
+    assert summary.loc["bt_score", "order"] == " > ".join(known)
 
 
 def test_compare_rankings_golden_case():

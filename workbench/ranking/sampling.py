@@ -193,3 +193,52 @@ def convergence_curve(preferences: pd.DataFrame, policies: Sequence[str],
             frame = frame.assign(score=fit_bradley_terry(wins).scores)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def budgets_within(available: int, start: int = 500, stop: int = 2000, step: int = 100
+                   ) -> list[int]:
+    """The paper's comparison budgets per pair (``start`` to ``stop`` by ``step``) that a
+    run with ``available`` comparisons per pair can refit at.
+
+    >>> budgets_within(800), budgets_within(300)
+    ([500, 600, 700, 800], [])
+    """
+    return [k for k in checkpoints(start, stop, step) if k <= available]
+
+
+def metrics_over_budgets(preferences: pd.DataFrame, policies: Sequence[str],
+                         reference: dict[str, float], budgets: Sequence[int],
+                         n_boot: int = 0, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    """Ranking metrics of the BT scores against ``reference`` (a value per policy, higher
+    is better) at each comparison budget (the first k comparisons of every pair), and
+    their means over the budgets: the paper reports its metrics as these means, over 500
+    to 2,000 comparisons per pair in steps of 100.
+
+    Returns one row per budget (budget, spearman, pearson, mmrv; mean_ci_width with
+    ``n_boot``) and the means (NaN-skipping: Spearman is NaN where the scores tie).
+
+    >>> table = demo_rollout_table(["p", "q", "r"], tasks=["t"], inits=2, repeats=1)
+    >>> prefs = sample_comparisons(table, 6, seed=0)
+    >>> prefs = prefs.assign(winner=np.where(prefs["policy_a"] < prefs["policy_b"], "A", "B"))
+    >>> per_budget, mean = metrics_over_budgets(prefs, ["p", "q", "r"],
+    ...                                         {"p": 0.9, "q": 0.5, "r": 0.1}, [2, 4, 6])
+    >>> per_budget["budget"].tolist(), round(mean["spearman"], 3), round(mean["mmrv"], 3)
+    ([2, 4, 6], 1.0, 0.0)
+    """
+    from workbench.ranking.metrics import mmrv, pearson_r, spearman_rho
+
+    curve = convergence_curve(preferences, policies, budgets, n_boot=n_boot, seed=seed)
+    truth = np.array([reference[p] for p in policies], dtype=float)
+    rows = []
+    for budget, part in curve.groupby("checkpoint", sort=True):
+        scores = part.set_index("policy").loc[list(policies), "score"].to_numpy(float)
+        constant = np.ptp(scores) == 0 or np.ptp(truth) == 0
+        row = {"budget": int(budget),
+               "spearman": np.nan if constant else spearman_rho(truth, scores),
+               "pearson": np.nan if constant else pearson_r(truth, scores),
+               "mmrv": mmrv(truth, scores)}
+        if n_boot > 0:
+            row["mean_ci_width"] = float(part["mean_ci_width"].iloc[0])
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    return table, table.drop(columns="budget").mean()
