@@ -167,7 +167,7 @@ class Systems:
                                  max_steps=self.config.max_steps)
         row = _row("ceiling", None, cost.independent_steps_per_s, cost.wall_s,
                    time.perf_counter() - start, f"{self.cores} independent loops")
-        row.update(episodes=len(self.plan), steps=cost.steps)
+        row.update(episodes=len(self.plan), steps=cost.steps, successes=None)  # not kept
         return row
 
     def vla_eval(self, round_: int, image_format: str) -> dict:

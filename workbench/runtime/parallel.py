@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import psutil
 
@@ -25,19 +25,21 @@ def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
 
 
 def prepare_pool(pool: EvalPool, config: EvalConfig, plan: Sequence[EpisodeSpec],
-                 pending: Sequence[EpisodeSpec],
+                 pending: Callable[[], Sequence[EpisodeSpec]],
                  counted: CountedProbes | None = None) -> SearchResult | None:
     """Configure ``pool`` for ``config``: its observation schedule, then the search's
     choice (probing episodes of ``plan``, recorded as the run's with ``counted``) or the
-    pool section, then, with ``warm_up``, the environments of the ``pending`` episodes.
+    pool section, then, with ``warm_up``, the environments of the episodes still
+    ``pending`` (asked after the search, whose counted probes may have run some).
     Returns the search's result, if any."""
     pool.observe_every_step = config.observe_every_step
     search = (search_concurrency(pool, plan, config.search, config.pool.max_wait_ms,
                                  max_steps=config.max_steps, counted=counted)
               if config.search.enabled else None)
     pool.configure(search.best if search else config.pool, config.observe_every_step)
-    if config.warm_up:
-        pool.warm_up(pending)
+    left = pending()
+    if config.warm_up and left:
+        pool.warm_up(left)
     return search
 
 
@@ -72,7 +74,8 @@ def execute_pool(job: Job, pool: EvalPool | None = None
         counted = (CountedProbes(lambda: RecordSink(job.store, job.run_id),
                                  job.episode_options(), frozenset(job.videos()))
                    if job.parts.capabilities.runtime_invariant else None)
-        search = prepare_pool(pool, config, job.plan, sink.pending(job.plan), counted)
+        search = prepare_pool(pool, config, job.plan, lambda: sink.pending(job.plan),
+                              counted)
         setup_s = time.perf_counter() - start
         report = pool.run(job.plan, sink, job.episode_options(), job.videos(),
                           expected_steps=expected_steps(job, search))

@@ -404,7 +404,8 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
     start = time.perf_counter()
     rules = machine_rules(pool, settings, cores)
     fixed = probe_plan(plan, max(settings.probe_episodes, 2 * rules.max_workers))
-    pool.warm_up(fixed)
+    if counted is None:  # counted probes warm up only the episodes each one runs
+        pool.warm_up(fixed)
     reports: list[RunReport] = []
     options = EpisodeOptions(pool.observe_every_step, "probe", max_steps=max_steps)
 
