@@ -3,6 +3,7 @@
 import json
 import shutil
 import socket
+import time
 
 import imageio.v3 as iio
 import numpy as np
@@ -171,3 +172,81 @@ def test_config_validation_and_missing_video():
 ])
 def test_parse_choice(text, expected):
     assert parse_choice(text) == expected
+
+
+def pairs(videos):
+    names = ["smooth_ok", "jerky_ok", "smooth_fail", "jerky_fail"]
+    return [(videos[a], videos[b], TASK) for a in names for b in names if a < b]
+
+
+def test_the_whole_video_goes_at_the_frame_rate_and_each_request_logs_its_frames(videos):
+    with serve_fake_vlm() as fake:
+        judge = judge_for(fake)
+        judge.compare(videos["smooth_ok"], videos["jerky_fail"], TASK)
+    assert judge.stats.frames_per_request == [N_FRAMES * 10 // VIDEO_FPS] * 2  # 15 each
+    sent = [sum(p["type"] == "image_url" for p in r["messages"][0]["content"])
+            for r in fake.requests if isinstance(r["messages"][0]["content"], list)]
+    assert sent == judge.stats.frames_per_request
+    assert judge.stats.as_dict()["frames_sent"] == 30
+
+
+def test_a_slow_server_gets_at_most_concurrency_requests_at_once_and_answers_keep_order(
+        videos):
+    with serve_fake_vlm() as fake:
+        expected = [judge_for(fake).compare(*r).winner for r in pairs(videos)]
+    with serve_fake_vlm(delay_s=0.2) as slow:
+        judge = judge_for(slow, concurrency=3)
+        answers = judge.compare_many(pairs(videos))
+    assert [a.winner for a in answers] == expected
+    assert slow.max_in_flight == 3  # 4 videos described at once would be 4
+    assert judge.stats.describe_calls == 4 and judge.stats.compare_calls == len(expected)
+    assert judge.stats.requests == len(slow.requests) == 4 + len(expected)
+
+
+def test_transport_failures_are_retried_with_backoff_and_answers_are_not(videos):
+    with serve_fake_vlm() as fake:
+        expected = [judge_for(fake).compare(*r).winner for r in pairs(videos)]
+    with serve_fake_vlm(fail_every=3) as failing:
+        judge = judge_for(failing, concurrency=2, backoff_s=0.01)
+        answers = judge.compare_many(pairs(videos))
+    assert [a.winner for a in answers] == expected  # every failed request was retried
+    assert failing.failures > 0 and judge.stats.transport_retries == failing.failures
+    assert judge.stats.requests == len(failing.requests)  # answered requests, counted once
+    with serve_fake_vlm("garbage_once") as garbage:  # an invalid answer: asked again once,
+        judge = judge_for(garbage)                     # by the paper's rule, not retried
+        assert judge.compare(videos["smooth_ok"], videos["jerky_ok"], TASK).attempts == 2
+    assert judge.stats.transport_retries == 0
+
+
+def test_retries_stop_after_the_configured_count_with_growing_waits(videos):
+    with serve_fake_vlm(fail_every=1) as down:
+        judge = judge_for(down, retries=2, backoff_s=0.05)
+        start = time.perf_counter()
+        with pytest.raises(VLMError, match=r"HTTP 503.*after 2 retries"):
+            judge.describe(videos["smooth_ok"].video, TASK)
+        waited = time.perf_counter() - start
+    assert down.arrivals == 3 and judge.stats.transport_retries == 2
+    assert waited >= 0.05 + 0.10  # backoff_s, then twice it
+    with pytest.raises(ValueError, match="concurrency must be positive"):
+        VLMConfig(base_url="http://127.0.0.1:1/v1", model="m", concurrency=0)
+
+
+def test_the_pipeline_asks_the_vlm_concurrently_and_gets_the_sequential_answers(videos):
+    import pandas as pd
+
+    from workbench.ranking.collect import judge_comparisons
+    from workbench.ranking.sampling import sample_comparisons
+
+    table = pd.DataFrame([("p", TASK, 0, "r0", videos["smooth_ok"].video),
+                          ("p", TASK, 1, "r1", videos["smooth_fail"].video),
+                          ("q", TASK, 0, "r2", videos["jerky_ok"].video),
+                          ("q", TASK, 1, "r3", videos["jerky_fail"].video)],
+                         columns=["policy", "task", "init_id", "rollout_id", "video"])
+    comparisons = sample_comparisons(table, 6, seed=0)
+    with serve_fake_vlm(delay_s=0.1) as slow:
+        one = judge_comparisons(comparisons, table, judge_for(slow, concurrency=1))
+        assert slow.max_in_flight == 1
+        many = judge_comparisons(comparisons, table, judge_for(slow, concurrency=3))
+    assert slow.max_in_flight == 3
+    assert many["winner"].tolist() == one["winner"].tolist()
+    assert many["winner_policy"].eq("p").all()  # smooth beats jerky at every init

@@ -16,6 +16,8 @@ A/B assignment and draws a fresh init_id and rollouts, at most ``max_redraws`` t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -23,9 +25,15 @@ from workbench.ranking.judges.base import Judge
 from workbench.ranking.sampling import RolloutIndex, present
 
 
+def _shown(row: pd.Series, ri: str, rj: str, index: RolloutIndex) -> tuple:
+    a, b = (ri, rj) if row["a_is_i"] else (rj, ri)
+    return index.ref(a), index.ref(b), row["task"]
+
+
 def _judge_one(row: pd.Series, index: RolloutIndex, judge: Judge,
-               rng: np.random.Generator, max_redraws: int) -> dict:
-    """Judge one comparison, redrawing rollouts after an invalid answer."""
+               rng: np.random.Generator, max_redraws: int, first: Any = None) -> dict:
+    """Judge one comparison (``first``: its answer, already asked), redrawing rollouts
+    after an invalid answer."""
     ri, rj, init = row["rollout_i"], row["rollout_j"], row["init_id"]
     shared = None
     for redraws in range(max_redraws + 1):
@@ -33,8 +41,8 @@ def _judge_one(row: pd.Series, index: RolloutIndex, judge: Judge,
             shared = shared or index.shared(row["policy_i"], row["policy_j"])
             init, ri, rj = index.draw(row["policy_i"], row["policy_j"], row["task"],
                                       shared[row["task"]], rng)
-        a, b = (ri, rj) if row["a_is_i"] else (rj, ri)
-        pref = judge.compare(index.ref(a), index.ref(b), row["task"])
+        pref = first if redraws == 0 and first is not None else \
+            judge.compare(*_shown(row, ri, rj, index))
         if pref.valid:
             break
     return {"init_id": init, "rollout_i": ri, "rollout_j": rj, "winner": pref.winner,
@@ -50,8 +58,14 @@ def judge_comparisons(comparisons: pd.DataFrame, rollouts: pd.DataFrame, judge: 
     new init_id and rollouts.
     """
     index, rng = RolloutIndex(rollouts), np.random.default_rng(seed)
-    results = pd.DataFrame([_judge_one(row, index, judge, rng, max_redraws)
-                            for _, row in comparisons.iterrows()], index=comparisons.index)
+    rows = [row for _, row in comparisons.iterrows()]
+    # a judge that asks a server many at once (VLMJudge.compare_many) gets every first
+    # attempt in one call; redraws after invalid answers then go in order, as before
+    firsts = (judge.compare_many([_shown(r, r["rollout_i"], r["rollout_j"], index)
+                                  for r in rows])
+              if hasattr(judge, "compare_many") else [None] * len(rows))
+    results = pd.DataFrame([_judge_one(row, index, judge, rng, max_redraws, first)
+                            for row, first in zip(rows, firsts)], index=comparisons.index)
     out = present(comparisons.assign(**{c: results[c] for c in ("init_id", "rollout_i",
                                                                 "rollout_j")}))
     winner_policy = np.where(results["winner"].eq("A"), out["policy_a"],

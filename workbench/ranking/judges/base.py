@@ -55,11 +55,18 @@ class JudgeStats:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cache_hits: int = 0
+    requests: int = 0
+    transport_retries: int = 0
     latencies: list[float] = field(default_factory=list)
+    frames_per_request: list[int] = field(default_factory=list)
+    """Images sent in each describe request, in order."""
 
     def as_dict(self) -> dict[str, float]:
-        """The counters as a flat dict (latencies summarised by their total)."""
-        out = {k: v for k, v in vars(self).items() if k != "latencies"}
+        """The counters as a flat dict (the per-request lists summarised: latencies by
+        their total, frames by their sum)."""
+        out = {k: v for k, v in vars(self).items()
+               if k not in ("latencies", "frames_per_request")}
+        out["frames_sent"] = sum(self.frames_per_request)
         return {k: float(v) for k, v in out.items()}
 
 

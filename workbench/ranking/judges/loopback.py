@@ -12,6 +12,10 @@ end to end over real HTTP without a model. Its rules are fixed and simple:
   the higher, "A" on a tie.
 * mode "garbage_once" answers the first request of each distinct compare prompt with
   prose (an invalid answer), the repeat properly; "always_garbage" never answers A/B.
+* ``delay_s`` makes every answer wait that long (a slow server; requests are served in
+  parallel threads, and ``max_in_flight`` records the most served at once);
+  ``fail_every`` answers every n-th request (counting from the first) with HTTP 503
+  before reading its prompt (a failing server; ``failures`` counts them).
 
 Usage counts are words (+100 per image for prompts), so token accounting is testable.
 
@@ -32,6 +36,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +60,27 @@ class FakeVLM:
     headers: list[dict[str, str]] = field(default_factory=list)
     seen_prompts: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    delay_s: float = 0.0
+    fail_every: int = 0
+    arrivals: int = 0
+    failures: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def admit(self) -> bool:
+        """Count an arriving request; False when this one is to fail (``fail_every``)."""
+        with self.lock:
+            self.arrivals += 1
+            if self.fail_every and self.arrivals % self.fail_every == 0:
+                self.failures += 1
+                return False
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
 
     def reply(self, body: dict[str, Any]) -> tuple[str, int]:
         """The answer text and the prompt token count for one request body."""
@@ -133,12 +159,19 @@ def _handler(fake: FakeVLM) -> type[BaseHTTPRequestHandler]:
                 return
             with fake.lock:
                 fake.headers.append(dict(self.headers.items()))
+            data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if not fake.admit():
+                self._send(503, {"error": "overloaded (fail_every)"})
+                return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                time.sleep(fake.delay_s)
+                body = json.loads(data)
                 text, prompt_tokens = fake.reply(body)
             except (ValueError, KeyError, TypeError) as err:
                 self._send(400, {"error": str(err)})
                 return
+            finally:
+                fake.leave()
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
                      "total_tokens": prompt_tokens + len(text.split())}
             self._send(200, {"id": "fake", "object": "chat.completion", "model": body.get("model"),
@@ -161,11 +194,13 @@ def _handler(fake: FakeVLM) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve_fake_vlm(mode: str = "normal") -> Iterator[FakeVLM]:
-    """Run the fake server on a free loopback port for the duration of a ``with`` block."""
+def serve_fake_vlm(mode: str = "normal", delay_s: float = 0.0, fail_every: int = 0
+                   ) -> Iterator[FakeVLM]:
+    """Run the fake server on a free loopback port for the duration of a ``with`` block
+    (``delay_s``, ``fail_every``: a slow or failing server, see the module docstring)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; available: {list(MODES)}")
-    fake = FakeVLM(base_url="", mode=mode)
+    fake = FakeVLM(base_url="", mode=mode, delay_s=delay_s, fail_every=fail_every)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},

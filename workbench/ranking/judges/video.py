@@ -7,6 +7,8 @@ long. Frames are sent as base64 JPEG ``image_url`` parts of a chat message.
 [0, 3, 6, 9, 12, 15, 18, 21, 24, 27]
 >>> frame_indices(n_frames=300, video_fps=30.0, fps=10.0, max_frames=4).tolist()
 [0, 99, 198, 297]
+>>> len(frame_indices(n_frames=300, video_fps=30.0, fps=10.0, max_frames=None))
+100
 """
 
 from __future__ import annotations
@@ -19,19 +21,22 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-def frame_indices(n_frames: int, video_fps: float, fps: float, max_frames: int) -> NDArray[np.int64]:
-    """Indices of the frames kept: every ``video_fps / fps``-th, then at most ``max_frames``
-    spread uniformly over those (first and last kept included)."""
-    if fps <= 0 or max_frames < 1:
+def frame_indices(n_frames: int, video_fps: float, fps: float, max_frames: int | None
+                  ) -> NDArray[np.int64]:
+    """Indices of the frames kept: every ``video_fps / fps``-th (the whole video), then,
+    with ``max_frames``, at most that many spread uniformly over those (first and last
+    kept included)."""
+    if fps <= 0 or (max_frames is not None and max_frames < 1):
         raise ValueError(f"fps must be > 0 and max_frames >= 1, got {fps}, {max_frames}")
     step = max(video_fps / fps, 1.0)
     picked = np.unique(np.floor(np.arange(0, n_frames, step)).astype(np.int64))
-    if len(picked) > max_frames:
+    if max_frames is not None and len(picked) > max_frames:
         picked = picked[np.round(np.linspace(0, len(picked) - 1, max_frames)).astype(np.int64)]
     return picked
 
 
-def read_frames(path: str | os.PathLike, fps: float = 10.0, max_frames: int = 32) -> list[NDArray[np.uint8]]:
+def read_frames(path: str | os.PathLike, fps: float = 10.0, max_frames: int | None = None
+                ) -> list[NDArray[np.uint8]]:
     """Decode the MP4 at ``path`` and return the sampled RGB frames (H, W, 3) uint8."""
     import imageio.v3 as iio
 
