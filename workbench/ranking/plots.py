@@ -51,16 +51,17 @@ def plot_convergence(curve: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
 
 
 def plot_win_rates(wins: ArrayLike, policies: Sequence[str], ax: Any = None) -> tuple[Any, Any]:
-    """Heat map of win rates: row policy's share of wins against the column policy."""
+    """Seaborn heat map of win rates, each cell annotated: the row policy's share of
+    wins against the column policy (blank where a pair was never compared)."""
+    import seaborn as sns
+
     fig, ax = figure_axes(ax, (5, 4.5))
-    rates = win_rate_matrix(wins)
-    image = ax.imshow(rates, vmin=0, vmax=1, cmap="RdBu_r")
-    ax.set_xticks(range(len(policies)), list(policies), rotation=45, ha="right")
-    ax.set_yticks(range(len(policies)), list(policies))
-    for (i, j), value in np.ndenumerate(rates):
-        if np.isfinite(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
-    fig.colorbar(image, ax=ax, label="win rate")
+    rates = pd.DataFrame(win_rate_matrix(wins), index=list(policies), columns=list(policies))
+    sns.heatmap(rates, vmin=0, vmax=1, cmap="RdBu_r", annot=True, fmt=".2f",
+                annot_kws={"fontsize": 7}, square=True, cbar_kws={"label": "win rate"}, ax=ax)
+    ax.set_xticklabels(ax.get_xticklabels(), rotation=45, ha="right")
+    ax.set_xlabel("against")
+    ax.set_ylabel("policy")
     return fig, ax
 
 
