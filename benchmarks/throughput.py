@@ -148,9 +148,8 @@ class Systems:
         # the searched row's probes run the plan's episodes (they count): its warm time is
         # the search's plus the chosen configuration's, over every episode's steps
         eval_s = report.wall_s + (search.search_s if search is not None else 0.0)
-        row = _row(name, result.results, 0.0, eval_s, result.e2e_s,
-                   report.pool.label if report.pool else "1 process")
-        row["steps_per_s"] = row["steps"] / eval_s
+        row = _row(name, report.pool.label if report.pool else "1 process", eval_s,
+                   result.e2e_s, result.results)
         if search is not None:
             row.update(search_s=search.search_s, probes=len(search.probes),
                        probe_steps=row["steps"] - report.steps)
@@ -165,10 +164,9 @@ class Systems:
         start = time.perf_counter()
         cost = independent_loops(self.parts, balanced_split(self.plan, self.steps, self.cores),
                                  max_steps=self.config.max_steps)
-        row = _row("ceiling", None, cost.independent_steps_per_s, cost.wall_s,
-                   time.perf_counter() - start, f"{self.cores} independent loops")
-        row.update(episodes=len(self.plan), steps=cost.steps, successes=None)  # not kept
-        return row
+        # steps over the slowest loop's wall time: cost.independent_steps_per_s
+        return _row("ceiling", f"{self.cores} independent loops", cost.wall_s,
+                    time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))
 
     def vla_eval(self, round_: int, image_format: str) -> dict:
         from vla_eval_metaworld import run_vla_eval
@@ -178,13 +176,11 @@ class Systems:
         df = run_vla_eval(tasks, self.config.episodes, image_format=image_format,
                           **self.vla["common"], **self.vla["best"])
         e2e = time.perf_counter() - start
-        eval_s = float(df["t_end"].max() - df["t_start"].min())
         df = df.assign(episode_id=[f"metaworld/MT10/{t}/{int(e):04d}"
                                    for t, e in zip(df["task"], df["episode"])])
         best = self.vla["best"]
-        return _row(f"vla-eval {image_format}", df, int(df["steps"].sum()) / eval_s, eval_s,
-                    e2e, f"{best['shards']} shards b{best['max_batch']} "
-                         f"w{best['max_wait_ms']:g}ms")
+        return _row(f"vla-eval {image_format}", f"{best['shards']} shards "
+                    f"b{best['max_batch']} w{best['max_wait_ms']:g}ms", _span(df), e2e, df)
 
 
 def tune_vla_eval(tasks: list[str], grid: list[tuple[int, int, float]], max_steps: int | None
@@ -200,9 +196,9 @@ def tune_vla_eval(tasks: list[str], grid: list[tuple[int, int, float]], max_step
     tuning = []
     for shards, batch, wait_ms in grid:
         df = run_vla_eval(tasks, 1, batch, wait_ms, shards, **common)
-        span = float(df["t_end"].max() - df["t_start"].min())
         tuning.append({"shards": shards, "max_batch": batch, "max_wait_ms": wait_ms,
-                       "steps": int(df["steps"].sum()), "steps_per_s": df["steps"].sum() / span})
+                       "steps": int(df["steps"].sum()),
+                       "steps_per_s": df["steps"].sum() / _span(df)})
     table = pd.DataFrame(tuning)
     best = table.sort_values("steps_per_s", ascending=False).iloc[0]
     return {"common": common, "best": {"shards": int(best["shards"]),
@@ -210,13 +206,21 @@ def tune_vla_eval(tasks: list[str], grid: list[tuple[int, int, float]], max_step
                                        "max_wait_ms": float(best["max_wait_ms"])}}, table
 
 
-def _row(name: str, df: pd.DataFrame | None, steps_per_s: float, eval_s: float, e2e_s: float,
-         config: str) -> dict:
-    steps = int(df["steps"].sum()) if df is not None else 0
-    row = {"system": name, "config": config, "episodes": 0 if df is None else len(df),
-           "successes": 0 if df is None else int(df["success"].sum()), "steps": steps,
-           "eval_s": eval_s, "e2e_s": e2e_s, "steps_per_s": steps_per_s, "_df": df}
-    return row
+def _span(df: pd.DataFrame) -> float:
+    """Seconds from vla-eval's first episode start to its last episode end."""
+    return float(df["t_end"].max() - df["t_start"].min())
+
+
+def _row(name: str, config: str, eval_s: float, e2e_s: float, df: pd.DataFrame | None = None,
+         steps: int | None = None, episodes: int | None = None) -> dict:
+    """One measurement: the episodes of ``df`` (or, without per-episode outcomes, the
+    ``steps`` and ``episodes`` counted), its warm and whole-call seconds and rates."""
+    if df is not None:
+        steps, episodes = int(df["steps"].sum()), len(df)
+    return {"system": name, "config": config, "episodes": episodes,
+            "successes": None if df is None else int(df["success"].sum()), "steps": steps,
+            "eval_s": eval_s, "e2e_s": e2e_s, "steps_per_s": steps / eval_s,
+            "e2e_steps_per_s": steps / e2e_s, "_df": df}
 
 
 def summarize(rows: list[dict]) -> tuple[dict, dict]:
@@ -315,8 +319,6 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"round {round_} {name:20s} {row['steps_per_s']:8.2f} steps/s  "
                   f"eval {row['eval_s']:7.1f} s  e2e {row['e2e_s']:7.1f} s  "
                   f"{row['config']}", flush=True)
-    for row in rows:
-        row["e2e_steps_per_s"] = (row["steps"] or 0) / row["e2e_s"]
     medians, ratios = summarize(rows)
     agree = agreement(rows)
     summary = {

@@ -250,11 +250,7 @@ class RayPool:
     and start every actor."""
 
     def __init__(self, job_config: EvalConfig, parts: Any) -> None:
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address=job_config.ray.address, include_dashboard=False,
-                     log_to_driver=False)
+        ray = ensure_ray(job_config.ray.address)
         start = time.perf_counter()
         self.config, self.parts = job_config, parts
         self.shards = job_config.ray.shards
@@ -306,13 +302,10 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
     after it); returns what it measured: ``setup_s`` (placing the groups, starting the
     actors, warm-up), ``wall_s`` from the first episode handed out to the last result,
     and the episodes (per-process CPU and memory stay on the nodes)."""
-    import ray
-
     config = job.config
+    ray = ensure_ray(config.ray.address)
     if pool is not None:
         pool.check(config, job.parts)
-    elif not ray.is_initialized():
-        ray.init(address=config.ray.address, include_dashboard=False, log_to_driver=False)
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (ray)")
     start = time.perf_counter()
     pending = {s.episode_id for s in sink.pending(job.plan)}
@@ -329,10 +322,10 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
             raise ValueError("search.enabled picks each shard's workers and replicas; a warm "
                              "Ray pool has fixed ones (run without the pool, or without the "
                              "search)")
-        searches = search_shards(ray, job, shards)
-        # the shards' actors share the CPUs their searches had
+        # each shard's search and then its actors share the same CPUs
         config = config.replace(ray=replace(config.ray, cpus_per_shard=_search_cpus(
             ray, config, len(shards))))
+        searches = search_shards(ray, job, config, shards)
     elif pool is None:
         _check_fits(ray, config, job.parts.device, len(shards))
     chosen = {s.shard: s.best for s in searches}
@@ -393,21 +386,18 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
     return report
 
 
-def search_shards(ray: Any, job: Job, shards: Sequence[_Shard]) -> list[SearchResult]:
+def search_shards(ray: Any, job: Job, config: EvalConfig, shards: Sequence[_Shard]
+                  ) -> list[SearchResult]:
     """Each shard's concurrency search, all shards at once, each in its own group of
-    the shard's CPUs (and GPU); refused before any claim when the groups do not fit."""
+    ``ray.cpus_per_shard`` CPUs (and the shard's GPU); refused before any claim when
+    the groups do not fit."""
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    config, parts = job.config, job.parts
-    have = ray.cluster_resources()
-    cpus = _search_cpus(ray, config, len(shards))
+    parts, cpus = job.parts, config.ray.cpus_per_shard
     gpus = 1.0 if parts.device.startswith("cuda") else 0.0
-    for name, need in (("CPU", cpus * len(shards)), ("GPU", gpus * len(shards))):
-        if need > have.get(name, 0.0) + 1e-9:
-            raise ValueError(f"ray: {len(shards)} shard searches need {need:g} {name}s at "
-                             f"once (ray.cpus_per_shard {config.ray.cpus_per_shard}); the "
-                             f"cluster has {have.get(name, 0.0):g}")
+    _refuse_unless_fits(ray, {"CPU": cpus * len(shards), "GPU": gpus * len(shards)},
+                        f"{len(shards)} shard searches", f"ray.cpus_per_shard {cpus:g}")
     groups, actors = [], []
     try:
         for shard in shards:
@@ -518,16 +508,23 @@ def _check_fits(ray: Any, config: EvalConfig, device: str, shards: int) -> None:
     all at once (they would wait for each other until the start timeout)."""
     cpus, gpus = _requests(config, device)
     actors = config.pool.workers + config.pool.replicas
+    _refuse_unless_fits(
+        ray, {"CPU": shards * actors * cpus, "GPU": shards * config.pool.replicas * gpus},
+        f"{shards} shards", f"pool.workers {config.pool.workers}, pool.replicas "
+        f"{config.pool.replicas}, ray.cpus_per_shard {config.ray.cpus_per_shard}, "
+        f"ray.gpus_per_replica {config.ray.gpus_per_replica}")
+
+
+def _refuse_unless_fits(ray: Any, needs: dict[str, float], what: str, settings: str) -> None:
+    """Raise, naming ``what`` and the ``settings`` behind it, when the cluster lacks any
+    of ``needs`` (resource name: amount wanted at once)."""
     have = ray.cluster_resources()
-    for name, need in (("CPU", shards * actors * cpus), ("GPU", shards * config.pool.replicas
-                                                         * gpus)):
+    for name, need in needs.items():
         if need > have.get(name, 0.0) + 1e-9:
             raise ValueError(
-                f"ray: {shards} shards need {need:g} {name}s at once (pool.workers "
-                f"{config.pool.workers}, pool.replicas {config.pool.replicas}, "
-                f"ray.cpus_per_shard {config.ray.cpus_per_shard}, ray.gpus_per_replica "
-                f"{config.ray.gpus_per_replica}); the cluster has {have.get(name, 0.0):g}. "
-                "Lower ray.shards or the per-shard requests, or add nodes.")
+                f"ray: {what} need {need:g} {name}s at once ({settings}); the cluster has "
+                f"{have.get(name, 0.0):g}. Lower ray.shards or the per-shard requests, or "
+                "add nodes.")
 
 
 def _fail_rest(sink: Any, shard: _Shard, why: str, failures: list[str]) -> None:
@@ -566,6 +563,16 @@ def _sys_path() -> tuple[str, ...]:
     import sys
 
     return tuple(sys.path)
+
+
+def ensure_ray(address: str | None) -> Any:
+    """The ``ray`` module, connected: to the running instance if this process has one,
+    else to ``address`` (None: a new local instance)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    return ray
 
 
 def wait_for_cluster(cpus: int, timeout_s: float = 60.0) -> None:

@@ -21,6 +21,7 @@ from workbench.config import EvalConfig, PoolConfig, as_config
 from workbench.runner import EvalRun, open_pool, open_ray_pool, run
 from workbench.runtime.agreement import outcome_agreement
 from workbench.runtime.pool import EvalPool
+from workbench.runtime.ray_backend import ensure_ray
 from workbench.runtime.search import GIB, SearchResult, probe_row
 
 ConfigLike = EvalConfig | Mapping[str, Any]
@@ -107,13 +108,7 @@ def runtime_ladder(config: ConfigLike, workers: int, replicas: int = 1) -> pd.Da
                                   **changes))
             rows.append({"variant": name, "added": added, **run_row(result)})
             frames.append(result.results)
-    table = pd.DataFrame(rows)
-    table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
-    table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
-    agree = [outcome_agreement(frames[0], f) for f in frames]
-    table["success_agreement"] = [a["success_agreement"] for a in agree]
-    table["terminal_agreement"] = [a["terminal_agreement"] for a in agree]
-    return table
+    return _ladder_table(rows, frames)
 
 
 def ray_ladder(config: ConfigLike, shards: int, workers: int,
@@ -133,11 +128,8 @@ def ray_ladder(config: ConfigLike, shards: int, workers: int,
     table's ``attrs["pool_setup_s"]`` the actors' start); the agreement columns compare
     each rung's outcomes with rung 00's.
     """
-    import ray
-
     config = as_config(config)
-    if not ray.is_initialized():
-        ray.init(address=config.ray.address, include_dashboard=False, log_to_driver=False)
+    ray = ensure_ray(config.ray.address)
     cpus = cpus or ray.cluster_resources().get("CPU", 1.0)
     rungs = [("00 one shard", "one shard, one worker, every step", 1, 1, "every_step"),
              ("01 more shards", f"{shards} shards", shards, 1, "every_step"),
@@ -156,13 +148,20 @@ def ray_ladder(config: ConfigLike, shards: int, workers: int,
                 rows.append({"variant": name, "added": added, "shards": n,
                              "workers_per_shard": w, **run_row(result)})
                 frames.append(result.results)
+    table = _ladder_table(rows, frames)
+    table.attrs["pool_setup_s"] = pool.setup_s
+    return table
+
+
+def _ladder_table(rows: Sequence[dict], frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """A ladder's rungs with each one's gain over the rung before, its speedup over the
+    first, and its outcome agreement with the first."""
     table = pd.DataFrame(rows)
     table["gain"] = table["steps_per_s"] / table["steps_per_s"].shift(1)
     table["speedup"] = table["steps_per_s"] / table["steps_per_s"].iloc[0]
     agree = [outcome_agreement(frames[0], f) for f in frames]
     table["success_agreement"] = [a["success_agreement"] for a in agree]
     table["terminal_agreement"] = [a["terminal_agreement"] for a in agree]
-    table.attrs["pool_setup_s"] = pool.setup_s
     return table
 
 
