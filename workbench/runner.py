@@ -114,9 +114,9 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
     """Plan, freeze and execute ``config`` (an :class:`EvalConfig` or its mapping).
 
     pool: a warm pool to run on instead of starting one (from :func:`open_pool` for
-    backend pool, :func:`open_ray_pool` for backend ray); observers: watchers of every episode's step loop (backend
-    sequential). The policy is checked against the benchmark before anything is
-    claimed.
+    backend pool, :func:`open_ray_pool` for backend ray); observers: watchers of every
+    episode's step loop (backend sequential). The policy is checked against the
+    benchmark before anything is claimed.
     """
     start = time.perf_counter()
     use_headless_rendering()
