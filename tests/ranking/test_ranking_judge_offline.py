@@ -119,3 +119,16 @@ def test_needs_a_path():
 def test_unknown_synthetic_kind():
     with pytest.raises(ValueError, match="unknown rollout kind"):
         synthetic_rollout("wobbly")
+
+
+def test_progress_scales_metaworld_rewards_instead_of_saturating():
+    ro = synthetic_rollout("smooth", success=False, seed=2)
+    partial = Rollout(ro.actions, ro.state, ro.success, np.linspace(0, 3.0, len(ro.reward),
+                                                                      dtype=np.float32))
+    further = Rollout(ro.actions, ro.state, ro.success, np.linspace(0, 7.0, len(ro.reward),
+                                                                      dtype=np.float32))
+    assert assess(partial).progress == assess(further).progress == 1.0  # unscaled: saturated
+    assert assess(partial, reward_scale=10.0).progress == pytest.approx(0.3)
+    assert assess(further, reward_scale=10.0).progress == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="reward_scale must be > 0"):
+        OfflineJudge(reward_scale=0)

@@ -35,7 +35,7 @@ def rollouts(run_dir):
 
 @pytest.fixture(scope="module")
 def ranking(rollouts):
-    return pl.rank_with_judge(rollouts, OfflineJudge(seed=0), PER_PAIR, seed=0,
+    return pl.rank_with_judge(rollouts, OfflineJudge(seed=0, reward_scale=10.0), PER_PAIR, seed=0,
                               checkpoints=CHECKPOINTS, n_boot=N_BOOT, curve_boot=0)
 
 
@@ -106,7 +106,7 @@ def test_convergence_checkpoints_are_nested_prefixes(ranking, rollouts):
     for small, large in zip(CHECKPOINTS, CHECKPOINTS[1:]):
         first = set(prefs.loc[prefs["slot"] < small].index)
         assert first < set(prefs.loc[prefs["slot"] < large].index)
-    shorter = pl.rank_with_judge(rollouts, OfflineJudge(seed=0), CHECKPOINTS[0], seed=0,
+    shorter = pl.rank_with_judge(rollouts, OfflineJudge(seed=0, reward_scale=10.0), CHECKPOINTS[0], seed=0,
                                  checkpoints=[CHECKPOINTS[0]], n_boot=N_BOOT, curve_boot=0)
     prefix = prefs[prefs["slot"] < CHECKPOINTS[0]].reset_index(drop=True)
     cols = ["pair", "slot", "task", "init_id", "rollout_a", "rollout_b", "winner"]
@@ -116,7 +116,7 @@ def test_convergence_checkpoints_are_nested_prefixes(ranking, rollouts):
 
 
 def test_offline_judge_is_order_consistent(rollouts):
-    audit = pl.order_swap_audit(rollouts, OfflineJudge(seed=0), n_pairs=100, seed=1)
+    audit = pl.order_swap_audit(rollouts, OfflineJudge(seed=0, reward_scale=10.0), n_pairs=100, seed=1)
     assert len(audit) == 10 * len(TASKS) * EPISODES  # every distinct pair, once
     consistency = pl.swap_consistency(audit)
     assert consistency == 1.0, audit[audit["consistent"] == 0]
@@ -128,7 +128,7 @@ def test_identical_rollouts_tie_the_same_way_in_both_orders(rollouts, tmp_path):
     copy = tmp_path / "copy.npz"
     shutil.copy(rollouts["rollout_path"].iloc[0], copy)
     for seed in range(8):
-        judge = OfflineJudge(seed=seed)
+        judge = OfflineJudge(seed=seed, reward_scale=10.0)
         x, y = RolloutRef("x", rollouts["rollout_path"].iloc[0]), RolloutRef("y", str(copy))
         forward, backward = judge.compare(x, y, "t").winner, judge.compare(y, x, "t").winner
         assert {"A": "B", "B": "A"}[forward] == backward
@@ -159,7 +159,7 @@ def test_compare_rankings_golden_case():
 
 
 def test_same_success_pairs_are_separated(ranking, rollouts):
-    separated = pl.same_success_separated(ranking.preferences, rollouts)
+    separated = pl.same_success_separated(ranking.preferences, rollouts, reward_scale=10.0)
     assert not separated.empty, "at this scale almost every pair shares success"
     success = rollouts.set_index("rollout_id")["success"]
     assert (success[separated["winner_rollout"]].to_numpy()
@@ -170,7 +170,7 @@ def test_same_success_pairs_are_separated(ranking, rollouts):
 
 
 def test_adaptive_vs_uniform_counts_calls(rollouts):
-    table = pl.adaptive_vs_uniform(rollouts, OfflineJudge(seed=0), budget=400, seed=0,
+    table = pl.adaptive_vs_uniform(rollouts, OfflineJudge(seed=0, reward_scale=10.0), budget=400, seed=0,
                                    n_boot=N_BOOT, known_order=pl.graded_policy_names())
     assert list(table.index) == ["uniform", "adaptive (50% budget)", "adaptive (100% budget)"]
     assert table["judge_calls"].tolist() == [400, 200, 400]

@@ -327,9 +327,9 @@ def compare_rankings(scores: pd.DataFrame, known_order: Sequence[str],
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def _quality(path: str, cache: dict[str, RolloutQuality]) -> RolloutQuality:
+def _quality(path: str, cache: dict[str, RolloutQuality], reward_scale: float) -> RolloutQuality:
     if path not in cache:
-        cache[path] = assess(load_rollout(path))
+        cache[path] = assess(load_rollout(path), reward_scale)
     return cache[path]
 
 
@@ -343,7 +343,8 @@ def _pair_verdicts(preferences: pd.DataFrame) -> pd.DataFrame:
 
 
 def same_success_separated(preferences: pd.DataFrame, rollouts: pd.DataFrame,
-                           drop_quality_ties: bool = True) -> pd.DataFrame:
+                           drop_quality_ties: bool = True,
+                           reward_scale: float = 1.0) -> pd.DataFrame:
     """Rollout pairs with the same success label where the judge preferred one.
 
     One row per distinct pair that a majority of its judgments decided: task, init_id,
@@ -353,6 +354,7 @@ def same_success_separated(preferences: pd.DataFrame, rollouts: pd.DataFrame,
     With ``drop_quality_ties`` pairs whose heuristic totals are equal are left out:
     the offline judge decides those by a coin, which separates nothing. Sorted with
     pairs that have both videos first, then by ``total_gap``, largest first.
+    ``reward_scale`` as the offline judge's (10 for MetaWorld).
     """
     info = rollouts.set_index("rollout_id")
     pairs = _pair_verdicts(preferences)
@@ -368,13 +370,14 @@ def same_success_separated(preferences: pd.DataFrame, rollouts: pd.DataFrame,
         out[f"{side}_rollout"] = np.where(pick, pairs["rollout_i"], pairs["rollout_j"])
         out[f"{side}_path"] = info.loc[out[f"{side}_rollout"], "rollout_path"].to_numpy()
         out[f"{side}_video"] = info.loc[out[f"{side}_rollout"], "video_path"].to_numpy()
-    return _with_criteria(out, drop_quality_ties)
+    return _with_criteria(out, drop_quality_ties, reward_scale)
 
 
-def _with_criteria(out: pd.DataFrame, drop_quality_ties: bool) -> pd.DataFrame:
+def _with_criteria(out: pd.DataFrame, drop_quality_ties: bool,
+                   reward_scale: float) -> pd.DataFrame:
     """Add both sides' heuristic criterion scores, drop quality ties, sort."""
     cache: dict[str, RolloutQuality] = {}
-    sides = {side: [_quality(p, cache) for p in out[f"{side}_path"]]
+    sides = {side: [_quality(p, cache, reward_scale) for p in out[f"{side}_path"]]
              for side in ("winner", "loser")}
     for side, qualities in sides.items():
         for name in CRITERIA:

@@ -6,7 +6,8 @@ It needs no model and no video. From a rollout's ``.npz`` (see
 1. motion smoothness: jerk of the end-effector path relative to its speed;
 2. action continuity: pauses (including a late start) and direction reversals;
 3. task success: success flag and time to success (0.9-1), else 0.4 x progress
-   (max reward clipped to 0-1, so rewards are assumed normalised); when both
+   (max reward divided by the benchmark's reward scale, ``reward_scale``: 10 for
+   MetaWorld v3, whose shaped reward runs 0-10; clipped to 0-1); when both
    rollouts of a pair succeed, the comparison also credits the quicker one
    (``EFFICIENCY_WEIGHT`` x its speed relative to the other), as a viewer comparing
    two videos of the same start would;
@@ -50,6 +51,7 @@ LATE_START = 3  # idle steps before the first motion that count as a hesitation
 IDLE_FRACTION = 0.01  # a leading step is idle below this share of the top speed
 APERTURE_STEP = 0.01  # aperture change that counts as a gripper movement
 EFFICIENCY_WEIGHT = 0.15  # credit for the quicker of two successful rollouts
+REWARD_SCALES = {"metaworld": 10.0}  # largest shaped reward per benchmark (progress = reward / scale)
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,12 @@ def gripper_reversals(aperture: np.ndarray) -> int:
     return int(np.sum(signs[1:] != signs[:-1]))
 
 
-def assess(rollout: Rollout) -> RolloutQuality:
+def assess(rollout: Rollout, reward_scale: float = 1.0) -> RolloutQuality:
     """Measure one rollout on the four criteria (its state columns 0-2 are the
-    end-effector position and column 3 the gripper aperture, as MetaWorld records)."""
+    end-effector position and column 3 the gripper aperture, as MetaWorld records);
+    progress is the largest reward over ``reward_scale`` (see :data:`REWARD_SCALES`)."""
+    if not reward_scale > 0:
+        raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
     if rollout.state.shape[1] < 4:
         raise ValueError(f"the offline judge reads end-effector xyz and gripper aperture "
                          f"(4 state columns); this rollout has {rollout.state.shape[1]}")
@@ -118,7 +123,7 @@ def assess(rollout: Rollout) -> RolloutQuality:
     toggles = gripper_reversals(rollout.state[:, 3])
     first = rollout.first_success
     time_frac = None if first is None else (first + 1) / rollout.steps
-    progress = float(np.clip(rollout.reward.max(), 0.0, 1.0))
+    progress = float(np.clip(rollout.reward.max() / reward_scale, 0.0, 1.0))
     task = 1.0 - 0.1 * time_frac if time_frac is not None else 0.4 * progress
     return RolloutQuality(
         jerk_ratio=jerk_ratio, steps_to_success=None if first is None else first + 1,
@@ -175,8 +180,13 @@ class OfflineJudge:
     description = (f"{HEURISTIC_LABEL}: scores smoothness (jerk), continuity (pauses, "
                    "reversals), task success/progress and gripper chatter from recorded arrays")
 
-    def __init__(self, seed: int = 0, name: str = "offline-heuristic") -> None:
-        self.seed, self.name = seed, name
+    def __init__(self, seed: int = 0, name: str = "offline-heuristic",
+                 reward_scale: float = 1.0) -> None:
+        """reward_scale: the benchmark's largest reward (``REWARD_SCALES["metaworld"]``
+        for MetaWorld), so that progress does not saturate at the first unit of reward."""
+        if not reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
+        self.seed, self.name, self.reward_scale = seed, name, reward_scale
         self.stats = JudgeStats()
         self._cache: dict[str, RolloutQuality] = {}
 
@@ -186,7 +196,7 @@ class OfflineJudge:
             raise ValueError(f"rollout {ref.rollout_id!r} has no .npz path for the offline judge")
         if ref.path not in self._cache:
             self.stats.describe_calls += 1
-            self._cache[ref.path] = assess(load_rollout(ref.path))
+            self._cache[ref.path] = assess(load_rollout(ref.path), self.reward_scale)
         else:
             self.stats.cache_hits += 1
         return self._cache[ref.path]
