@@ -9,6 +9,16 @@ robin (shuffled), so every task gives as many pairs as the data allows, and each
 A/B order is a coin flip. A class with too few candidate pairs gives all it has; the
 shortfall is reported, never filled from another class.
 
+Each annotator then answers the pairs in an :class:`AnnotationLog`: a JSONL file of
+their own, one answer a line (``annotator``, ``pair_id``, ``shown_a``, ``shown_b``,
+``choice`` "A", "B" or "invalid", ``timestamp``), appended and fsynced per answer, so
+a crash loses at most the answer being written and reopening the file resumes at the
+first unanswered pair. Which rollout is shown as A is a coin per pair seeded by the
+annotator's name and ``seed`` (:func:`presentation_order`), and is recorded in
+``shown_a``/``shown_b``, so every answer maps back to its rollouts. What an annotator
+sees never names a policy. :func:`read_answers` reads such a file (or a CSV with the
+same columns) and names the file and line of a malformed row.
+
 >>> from workbench.ranking.sampling import demo_rollout_table
 >>> table = demo_rollout_table(["p", "q", "r"], tasks=["t1", "t2"], inits=4, repeats=1)
 >>> table["success"] = table["policy"] != "r"  # only r fails: no pair fails twice
@@ -19,8 +29,14 @@ shortfall is reported, never filled from another class.
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
+import os
 from dataclasses import dataclass
-from typing import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -123,3 +139,280 @@ def _videos(rollouts: pd.DataFrame) -> pd.Series:
     if column is None:
         return pd.Series(dtype=object)
     return rollouts.set_index("rollout_id")[column]
+
+
+ANSWER_COLUMNS = ("annotator", "pair_id", "shown_a", "shown_b", "choice", "timestamp")
+"""The fields of one recorded answer (one JSONL line, or one CSV row)."""
+CHOICES = ("A", "B", "invalid")
+"""An annotator's possible answers: video A, video B, or neither is judgeable."""
+SHOWN_COLUMNS = ("pair_id", "task", "instruction", "shown_a", "shown_b", "video_shown_a",
+                 "video_shown_b")
+
+
+def annotator_seed(annotator: str, seed: int = 0) -> int:
+    """A stable integer seed from an annotator's name and ``seed``.
+
+    >>> annotator_seed("ana", 0) == annotator_seed("ana", 0) != annotator_seed("ben", 0)
+    True
+    """
+    return int.from_bytes(hashlib.sha256(f"{seed}|{annotator}".encode()).digest()[:8], "big")
+
+
+def presentation_order(pairs: pd.DataFrame, annotator: str, seed: int = 0) -> pd.DataFrame:
+    """What ``annotator`` is shown, pair by pair, with A/B re-drawn by a coin of their own.
+
+    pairs: as :attr:`AnnotationSample.pairs`. Returns one row per pair, in pair order:
+    pair_id, task, instruction (the ``instruction`` column when present, else the task),
+    shown_a, shown_b (rollout ids), video_shown_a, video_shown_b. No policy column.
+
+    >>> pairs = pd.DataFrame({"pair_id": [0, 1], "task": "t", "rollout_a": ["x", "y"],
+    ...                       "rollout_b": ["u", "v"], "policy_a": "p", "policy_b": "q"})
+    >>> shown = presentation_order(pairs, "ana", seed=0)
+    >>> sorted(shown.columns) == sorted(SHOWN_COLUMNS)
+    True
+    """
+    swap = np.random.default_rng(annotator_seed(annotator, seed)).random(len(pairs)) < 0.5
+    videos = {side: pairs[f"video_{side}"] if f"video_{side}" in pairs else
+              pd.Series([None] * len(pairs), index=pairs.index) for side in "ab"}
+    shown = pd.DataFrame({
+        "pair_id": pairs["pair_id"].astype(int).to_numpy(), "task": pairs["task"].to_numpy(),
+        "instruction": (pairs["instruction"] if "instruction" in pairs else pairs["task"]).to_numpy(),
+        "shown_a": np.where(swap, pairs["rollout_b"], pairs["rollout_a"]),
+        "shown_b": np.where(swap, pairs["rollout_a"], pairs["rollout_b"]),
+        "video_shown_a": np.where(swap, videos["b"], videos["a"]),
+        "video_shown_b": np.where(swap, videos["a"], videos["b"])})
+    return shown
+
+
+def _bad(path: str | os.PathLike, line: int, problem: str, raw: Any) -> ValueError:
+    return ValueError(f"{path}: line {line}: {problem}; got {raw!r}")
+
+
+def check_answer(raw: Mapping[str, Any], path: str | os.PathLike = "<answers>",
+                 line: int = 0) -> dict[str, Any]:
+    """One answer, checked and normalised (pair_id int, choice "A"/"B"/"invalid").
+
+    Raises ValueError naming ``path`` and ``line`` on a missing field, an empty
+    annotator, a non-integer pair_id, equal or empty rollout ids or an unknown choice.
+
+    >>> check_answer({"annotator": "ana", "pair_id": "3", "shown_a": "x", "shown_b": "y",
+    ...               "choice": "b", "timestamp": "t"})["choice"]
+    'B'
+    """
+    if not isinstance(raw, Mapping):
+        raise _bad(path, line, "an answer is an object with fields " + ", ".join(ANSWER_COLUMNS), raw)
+    missing = [c for c in ANSWER_COLUMNS if c not in raw]
+    if missing:
+        raise _bad(path, line, f"missing fields {missing}", dict(raw))
+    row = {c: raw[c] for c in ANSWER_COLUMNS}
+    for key in ("annotator", "shown_a", "shown_b"):
+        if not isinstance(row[key], str) or not row[key].strip():
+            raise _bad(path, line, f"{key} must be a non-empty string", row[key])
+    if row["shown_a"] == row["shown_b"]:
+        raise _bad(path, line, "shown_a and shown_b are the same rollout", row["shown_a"])
+    try:
+        row["pair_id"] = int(str(row["pair_id"]).strip())
+    except ValueError:
+        raise _bad(path, line, "pair_id must be an integer", row["pair_id"]) from None
+    choice = str(row["choice"]).strip()
+    row["choice"] = choice.upper() if choice.upper() in ("A", "B") else choice.lower()
+    if row["choice"] not in CHOICES:
+        raise _bad(path, line, f"choice must be one of {list(CHOICES)}", raw["choice"])
+    row["timestamp"] = str(row["timestamp"])
+    return row
+
+
+def read_answers(path: str | os.PathLike) -> pd.DataFrame:
+    """Answers from one file: JSONL (one object a line) or ``.csv``; columns
+    :data:`ANSWER_COLUMNS` plus ``source`` (the path). Malformed rows raise ValueError
+    with the file and line; so does an annotator answering a pair twice."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="") as f:
+            rows = [check_answer(r, path, k) for k, r in enumerate(csv.DictReader(f), start=2)]
+    else:
+        rows = []
+        for k, text in enumerate(path.read_text().splitlines(), start=1):
+            if text.strip():
+                try:
+                    raw = json.loads(text)
+                except json.JSONDecodeError as err:
+                    raise _bad(path, k, f"not JSON ({err.msg})", text) from None
+                rows.append(check_answer(raw, path, k))
+    table = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS)).assign(source=str(path))
+    twice = table.duplicated(["annotator", "pair_id"], keep=False)
+    if twice.any():
+        first = table[twice].iloc[0]
+        raise ValueError(f"{path}: annotator {first['annotator']!r} answered pair "
+                         f"{first['pair_id']} more than once")
+    return table.astype({"pair_id": int})
+
+
+def append_answer(path: str | os.PathLike, row: Mapping[str, Any]) -> None:
+    """Append one answer as a JSON line and flush it to disk (flush + fsync)."""
+    line = json.dumps({c: row[c] for c in ANSWER_COLUMNS}) + "\n"
+    with open(path, "a") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_answers(answers: pd.DataFrame, directory: str | os.PathLike,
+                 overwrite: bool = False) -> list[Path]:
+    """Write ``answers`` as one ``<annotator>.jsonl`` per annotator in ``directory``.
+
+    Refuses to replace an existing file unless ``overwrite`` (annotations are precious).
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for annotator, part in answers.groupby("annotator", sort=True):
+        path = out / f"{annotator}.jsonl"
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        rows = [check_answer(r, path, k) for k, r in
+                enumerate(part[list(ANSWER_COLUMNS)].to_dict("records"), start=1)]
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+            f.flush()
+            os.fsync(f.fileno())
+        paths.append(path)
+    return paths
+
+
+class AnnotationLog:
+    """One annotator's session over ``pairs``: what to show next, and their answers file.
+
+    Opening an existing file resumes: its answers are read back (they must be this
+    annotator's and this sample's) and answered pairs are skipped.
+
+    >>> import tempfile
+    >>> pairs = pd.DataFrame({"pair_id": [0, 1], "task": "t", "rollout_a": ["x", "y"],
+    ...                       "rollout_b": ["u", "v"]})
+    >>> path = Path(tempfile.mkdtemp()) / "ana.jsonl"
+    >>> log = AnnotationLog(path, "ana", pairs)
+    >>> _ = log.record(int(log.next_pair()["pair_id"]), "invalid")
+    >>> AnnotationLog(path, "ana", pairs).progress()
+    (1, 2)
+    """
+
+    def __init__(self, path: str | os.PathLike, annotator: str, pairs: pd.DataFrame,
+                 seed: int = 0) -> None:
+        if not annotator.strip():
+            raise ValueError("an annotator needs a non-empty name")
+        self.path, self.annotator = Path(path), annotator
+        self.shown = presentation_order(pairs, annotator, seed)
+        self.answers = (read_answers(self.path) if self.path.exists()
+                        else pd.DataFrame(columns=[*ANSWER_COLUMNS, "source"]))
+        self._check_resumed()
+
+    def _check_resumed(self) -> None:
+        others = sorted(set(self.answers["annotator"]) - {self.annotator})
+        if others:
+            raise ValueError(f"{self.path} holds answers of {others}, not of {self.annotator!r}")
+        rollouts = {int(r.pair_id): {r.shown_a, r.shown_b} for r in self.shown.itertuples()}
+        for r in self.answers.itertuples():
+            if rollouts.get(int(r.pair_id)) != {r.shown_a, r.shown_b}:
+                raise ValueError(f"{self.path}: pair {r.pair_id} was answered for rollouts "
+                                 f"{sorted({r.shown_a, r.shown_b})}, which are not this sample's "
+                                 f"pair {r.pair_id}; was the file written for another sample?")
+
+    def answered(self) -> set[int]:
+        """pair_ids already answered."""
+        return set(self.answers["pair_id"].astype(int))
+
+    def progress(self) -> tuple[int, int]:
+        """(pairs answered, pairs in the sample)."""
+        return len(self.answered()), len(self.shown)
+
+    def next_pair(self) -> pd.Series | None:
+        """The first unanswered pair as shown (a :func:`presentation_order` row), or None."""
+        pending = self.shown[~self.shown["pair_id"].isin(self.answered())]
+        return None if pending.empty else pending.iloc[0]
+
+    def record(self, pair_id: int, choice: str, timestamp: str | None = None) -> dict[str, Any]:
+        """Append this annotator's ``choice`` ("A", "B" or "invalid") on ``pair_id`` to the
+        file (durably) and return the row written."""
+        if pair_id in self.answered():
+            raise ValueError(f"{self.annotator!r} already answered pair {pair_id}")
+        shown = self.shown[self.shown["pair_id"] == pair_id]
+        if shown.empty:
+            raise ValueError(f"pair {pair_id} is not in this sample")
+        row = check_answer({"annotator": self.annotator, "pair_id": pair_id,
+                            "shown_a": str(shown["shown_a"].iloc[0]),
+                            "shown_b": str(shown["shown_b"].iloc[0]), "choice": choice,
+                            "timestamp": timestamp or datetime.now(timezone.utc).isoformat()},
+                           self.path, len(self.answers) + 1)
+        append_answer(self.path, row)
+        self.answers = pd.concat([self.answers, pd.DataFrame([row | {"source": str(self.path)}])],
+                                 ignore_index=True)
+        return row
+
+
+def simulated_annotations(pairs: pd.DataFrame, reference: Mapping[int, str | None],
+                          flip_probs: Sequence[float], invalid_prob: float = 0.0,
+                          seed: int = 0) -> pd.DataFrame:
+    """Answers of SIMULATED annotators, not people: ``simulated-1``, ``simulated-2``, ...
+
+    Annotator k sees each pair in their own :func:`presentation_order`, answers
+    "invalid" with ``invalid_prob``, else prefers the rollout ``reference[pair_id]``
+    names (a judge's answer; a fair coin where it is None) flipped with
+    ``flip_probs[k]``. Returns rows in the answer-file format (timestamp "simulated").
+
+    >>> pairs = pd.DataFrame({"pair_id": [0, 1], "task": "t", "rollout_a": ["x", "y"],
+    ...                       "rollout_b": ["u", "v"]})
+    >>> sim = simulated_annotations(pairs, {0: "x", 1: "v"}, flip_probs=[0.0])
+    >>> [r.shown_a if r.choice == "A" else r.shown_b for r in sim.itertuples()]
+    ['x', 'v']
+    """
+    rows = []
+    for k, flip in enumerate(flip_probs, start=1):
+        name = f"simulated-{k}"
+        rng = np.random.default_rng(annotator_seed(name, seed))
+        for shown in presentation_order(pairs, name, seed).itertuples():
+            invalid, flipped, coin = rng.random(3) < [invalid_prob, flip, 0.5]
+            preferred = reference.get(int(shown.pair_id))
+            a_wins = coin if preferred is None else (preferred == shown.shown_a) != flipped
+            choice = "invalid" if invalid else ("A" if a_wins else "B")
+            rows.append({"annotator": name, "pair_id": int(shown.pair_id),
+                         "shown_a": shown.shown_a, "shown_b": shown.shown_b,
+                         "choice": choice, "timestamp": "simulated"})
+    return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+
+
+def render_pair_videos(pairs: pd.DataFrame, rollouts: pd.DataFrame, suite: str,
+                       directory: str | os.PathLike, max_pairs: int | None = None,
+                       frames: int = 24, fps: int = 8, image_size: int = 96,
+                       benchmark: str = "metaworld") -> pd.DataFrame:
+    """Videos only where the annotators need them: for the first ``max_pairs`` pairs
+    (all when None) that lack one, replay both rollouts and write ``frames`` frames
+    spread over each episode as ``<rollout_id>.mp4`` in ``directory`` (software
+    rendering costs ~90 ms a frame; a file already there is reused). Returns ``pairs`` with video_a/video_b filled."""
+    from workbench.ranking.replay import replay_frames
+    from workbench.records.media import write_video
+
+    out, info = pairs.copy(), rollouts.set_index("rollout_id")
+    for column in ("video_a", "video_b"):
+        out[column] = out[column].astype(object) if column in out else None
+    for k in out.index[:max_pairs]:
+        for side in "ab":
+            video = out.at[k, f"video_{side}"]
+            if isinstance(video, str) and Path(video).exists():
+                continue
+            rid = str(out.at[k, f"rollout_{side}"])
+            target = Path(directory) / f"{rid.replace('/', '_')}.mp4"
+            if not target.exists():  # a rollout in several pairs is rendered once
+                shots, _ = replay_frames(suite, out.at[k, "task"], int(out.at[k, "init_id"]),
+                                         str(info.at[rid, "rollout_path"]), frames,
+                                         image_size, benchmark)
+                write_video(target, shots, fps)
+            out.at[k, f"video_{side}"] = str(target)
+    return out
+
+
+def load_video(path: str | os.PathLike | None) -> tuple[bytes, str] | None:
+    """(the file's bytes, its format such as "mp4") for a player, or None when there is
+    no video (no path, or no file there)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path) or not Path(path).is_file():
+        return None
+    return Path(path).read_bytes(), Path(path).suffix.lstrip(".").lower() or "mp4"
