@@ -157,3 +157,28 @@ def plot_frame_pair(rows: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
     for k, label in enumerate(labels):
         ax.text(-4, (k + 0.5) * height, label, ha="right", va="center", fontsize=8)
     return fig, ax
+
+
+def plot_agreement(table: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
+    """Seaborn heat map of an agreement table (from
+    :func:`workbench.ranking.agreement.agreement_table`), each cell annotated: per rater
+    (row, with its pair count), agreement with the majority and Cohen's kappa (both on a
+    -1..1 colour scale; blank where undefined).
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> table = pd.DataFrame({"n_pairs": [10], "agreement": [0.9], "cohen_kappa": [0.8]},
+    ...                      index=pd.Index(["judge"], name="rater"))
+    >>> fig, ax = plot_agreement(table)
+    >>> [t.get_text() for t in ax.texts]
+    ['0.90', '0.80']
+    """
+    import seaborn as sns
+
+    fig, ax = figure_axes(ax, (5, 1.0 + 0.45 * len(table)))
+    values = table[["agreement", "cohen_kappa"]].astype(float)
+    values.index = [f"{rater} (n={n})" for rater, n in zip(table.index, table["n_pairs"])]
+    values.columns = ["agreement with majority", "Cohen's kappa"]
+    sns.heatmap(values, vmin=-1, vmax=1, center=0, cmap="RdBu_r", annot=True, fmt=".2f",
+                cbar_kws={"label": "agreement / kappa"}, ax=ax)
+    ax.set_ylabel("rater")
+    return fig, ax
