@@ -142,3 +142,18 @@ def test_loading_files_checks_across_files(tmp_path):
         load_annotation_files(paths + [bad])
     with pytest.raises(ValueError, match="no annotation files"):
         load_annotation_files([])
+
+
+def test_answers_of_another_sample_are_refused():
+    from workbench.ranking.agreement import check_sample
+
+    answers = five_pairs().assign(source="ana.jsonl")
+    pairs = pd.DataFrame({"pair_id": range(5), "rollout_a": [f"v{k}" for k in range(5)],
+                          "rollout_b": [f"u{k}" for k in range(5)]})
+    check_sample(answers, pairs)  # the same rollouts, in either order: accepted
+    pairs.loc[2, "rollout_b"] = "w2"
+    with pytest.raises(ValueError, match="ana.jsonl: pair 2 is not this sample's pair"):
+        check_sample(answers, pairs)
+    pairs.loc[2, "rollout_b"] = "u2"
+    with pytest.raises(ValueError, match="pair 4 is not"):  # a pair the sample lacks
+        check_sample(answers, pairs.drop(index=4))

@@ -232,3 +232,20 @@ def human_judge_table(answers: pd.DataFrame) -> pd.DataFrame:
                          "choice": np.where(table["preferred"] == table["rollout_x"], "A", "B"),
                          "video_a": table["rollout_x"], "video_b": table["rollout_y"]}
                         ).reset_index(drop=True)
+
+
+def check_sample(answers: pd.DataFrame, pairs: pd.DataFrame) -> None:
+    """Raise ValueError unless every answer is about a pair of ``pairs`` (as
+    :attr:`~workbench.ranking.annotation.AnnotationSample.pairs`) and shows its two
+    rollouts: answers of another sample would be compared with the wrong judgments.
+
+    >>> pairs = pd.DataFrame({"pair_id": [0], "rollout_a": ["u"], "rollout_b": ["v"]})
+    >>> check_sample(pd.DataFrame({"pair_id": [0], "shown_a": ["v"], "shown_b": ["u"],
+    ...                            "source": ["ana.jsonl"]}), pairs)
+    """
+    rollouts = {int(p.pair_id): {p.rollout_a, p.rollout_b} for p in pairs.itertuples()}
+    for row in answers.itertuples():
+        if rollouts.get(int(row.pair_id)) != {row.shown_a, row.shown_b}:
+            raise ValueError(f"{getattr(row, 'source', 'answers')}: pair {row.pair_id} is not "
+                             "this sample's pair (other rollouts or pair id); were the answers "
+                             "given on another sample (other rollouts, n_pairs or seed)?")
