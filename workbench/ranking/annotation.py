@@ -12,8 +12,9 @@ shortfall is reported, never filled from another class.
 Each annotator then answers the pairs in an :class:`AnnotationLog`: a JSONL file of
 their own, one answer a line (``annotator``, ``pair_id``, ``shown_a``, ``shown_b``,
 ``choice`` "A", "B" or "invalid", ``timestamp``), appended and fsynced per answer, so
-a crash loses at most the answer being written and reopening the file resumes at the
-first unanswered pair. Which rollout is shown as A is a coin per pair seeded by the
+a crash loses at most the answer being written (a line it cut short is reported by line
+number, to be deleted by hand) and reopening the file resumes at the first unanswered
+pair. Which rollout is shown as A is a coin per pair seeded by the
 annotator's name and ``seed`` (:func:`presentation_order`), and is recorded in
 ``shown_a``/``shown_b``, so every answer maps back to its rollouts. What an annotator
 sees never names a policy. :func:`read_answers` reads such a file (or a CSV with the
