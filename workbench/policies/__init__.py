@@ -30,6 +30,8 @@ POLICIES = Registry("policy", "workbench.policies", {
     "libero-close-drawer": "workbench.policies.osc_scripted:LiberoDrawerCloser",
     "remote": "workbench.policies.remote:RemotePolicy",
     "robosuite-lift": "workbench.policies.osc_scripted:RobosuiteLifter",
+    "state-bc": "workbench.policies.state_bc:StateBCPolicy",
+    "state-nn": "workbench.policies.nearest:NearestNeighbourPolicy",
     "vision": "workbench.policies.vision:VisionPolicy",
     "zero": "workbench.policies.zero:ZeroPolicy",
 })

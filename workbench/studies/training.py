@@ -41,18 +41,22 @@ class Demos:
 
 @dataclass
 class DemoRecorder(EpisodeObserver):
-    """Keeps every ``stride``-th observation (cameras and state) and every action."""
+    """Keeps every ``stride``-th observation (cameras, possibly none, and the
+    ``state_key`` feature) and every action."""
 
     cameras: tuple[str, ...]
     chunk_size: int
     stride: int
+    state_key: str = "state"
     kept: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
 
     def before_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray) -> None:
         if step % self.stride == 0:
-            obs = adapter.observe(self.cameras + ("state",))
-            self.kept.append((step, np.stack([obs[c] for c in self.cameras]), obs["state"]))
+            obs = adapter.observe(self.cameras + (self.state_key,))
+            images = (np.stack([obs[c] for c in self.cameras]) if self.cameras
+                      else np.zeros(0, np.uint8))
+            self.kept.append((step, images, obs[self.state_key]))
 
     def after_step(self, adapter: BenchmarkAdapter, step: int, action: np.ndarray,
                    result: StepResult, seconds: float) -> None:
@@ -66,13 +70,15 @@ class DemoRecorder(EpisodeObserver):
 
 
 def collect_demos(adapter: BenchmarkAdapter, plan: Sequence[EpisodeSpec],
-                  cameras: Sequence[str], chunk_size: int, stride: int = 4) -> Demos:
-    """Run the scripted expert on ``plan`` and keep every ``stride``-th observation."""
+                  cameras: Sequence[str], chunk_size: int, stride: int = 4,
+                  state_key: str = "state") -> Demos:
+    """Run the scripted expert on ``plan`` and keep every ``stride``-th observation
+    (``images`` is (N, 0) when ``cameras`` is empty)."""
     expert = make_policy("expert")
     expert.load(LoadContext(adapter.protocol.name))
     images, states, texts, targets = [], [], [], []
     for spec in plan:
-        recorder = DemoRecorder(tuple(cameras), chunk_size, stride)
+        recorder = DemoRecorder(tuple(cameras), chunk_size, stride, state_key)
         result: EpisodeResult = run_episode(adapter, expert, spec, observers=[recorder])
         if result.error_kind is not None:
             raise RuntimeError(f"demonstration {spec.episode_id} failed: {result.error_message}")
