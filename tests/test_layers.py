@@ -50,7 +50,8 @@ def test_exactly_one_module_steps_an_adapter():
     elsewhere = {(m, r) for m, r in calls
                  if not m.startswith(("workbench/benchmarks/", "workbench/policies/"))}
     assert elsewhere == {("workbench/runtime/episode.py", "self.adapter"),
-                         ("workbench/studies/training.py", "opt")}, calls
+                         ("workbench/studies/training.py", "opt"),
+                         ("workbench/studies/candidates.py", "opt")}, calls
     in_adapters = {r for m, r in calls if m.startswith("workbench/benchmarks/")}
     assert in_adapters and all(r.split(".")[-1] in ("_env", "env", "physics", "scene")
                                for r in in_adapters), in_adapters

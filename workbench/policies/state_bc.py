@@ -81,7 +81,11 @@ def load_state_bc(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no state-bc weights at {path}")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # torch raises RuntimeError or UnpicklingError by format
+        raise ValueError(f"{path} is not a state-bc weights file (torch could not read it: "
+                         f"{type(exc).__name__})") from exc
     if not isinstance(blob, dict) or blob.get("kind") != "state-bc":
         raise ValueError(f"{path} is not a state-bc weights file (write it with save_state_bc)")
     return blob

@@ -65,10 +65,16 @@ def judge_digest(judge: Any) -> str:
 
 def collect_candidate_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequence[str],
                                episodes: int, output_dir: str | Path, seed: int = 0,
-                               backend: str = "sequential", workers: int = 2) -> pd.DataFrame:
+                               backend: str = "sequential", workers: int = 2,
+                               demo_seed: int | None = None) -> pd.DataFrame:
     """Run every candidate (rows with ``policy`` and ``options``, as from
     :func:`~workbench.studies.candidates.train_candidates`) on initial states
-    ``0 .. episodes-1`` of each task; one rollout table (resumes per candidate)."""
+    ``0 .. episodes-1`` of each task of the ``seed`` task set; one rollout table
+    (resumes per candidate). ``demo_seed``, the task set the candidates learned from,
+    must differ from ``seed``."""
+    if demo_seed is not None and demo_seed == seed:
+        raise ValueError(f"the evaluation task set (seed {seed}) is the one the candidates' "
+                         "demonstrations came from; evaluate on another seed")
     frames = []
     for row in candidates.itertuples(index=False):
         config = EvalConfig(benchmark="metaworld", suite=suite, tasks=list(tasks),
@@ -107,8 +113,9 @@ def reference_table(reference: pd.DataFrame, level: float = 0.95) -> pd.DataFram
     table = success_rates(reference, level=level).sort_values("rate", ascending=False,
                                                               kind="stable")
     table = table.reset_index(drop=True)
-    table["separated_from_next"] = table["lower"] > table["upper"].shift(-1)
-    table.loc[len(table) - 1, "separated_from_next"] = np.nan
+    separated = (table["lower"] > table["upper"].shift(-1)).astype(object)
+    separated.iloc[-1] = np.nan  # the last candidate has no next
+    table["separated_from_next"] = separated
     return table
 
 
@@ -295,3 +302,30 @@ def plot_validation(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
         axis.set_ylabel("")
     fig.tight_layout()
     return fig, ax
+
+
+def validation_findings(summary: pd.DataFrame, difference: pd.DataFrame,
+                        reference: pd.DataFrame) -> list[str]:
+    """Plain sentences, one per K and one on the reference, computed from the tables
+    (for a notebook's conclusions)."""
+    wide = summary.set_index(["k", "method"])
+    separated = reference["separated_from_next"].dropna().astype(bool)
+    lines = [f"Reference: {len(reference)} candidates, {int(reference['n'].min())} to "
+             f"{int(reference['n'].max())} reference episodes each, success rates "
+             f"{reference['rate'].min():.0%} to {reference['rate'].max():.0%}; the Wilson "
+             f"intervals separate {int(separated.sum())} of {len(separated)} neighbouring pairs."]
+    for row in difference.itertuples(index=False):
+        pref, succ = wide.loc[(row.k, "preference")], wide.loc[(row.k, "success")]
+        closer = ("preference" if pref["spearman"] > succ["spearman"] else
+                  "success" if pref["spearman"] < succ["spearman"] else "neither")
+        excludes = row.rho_diff_lower > 0 or row.rho_diff_upper < 0
+        lines.append(
+            f"K = {row.k}: Spearman rho {succ['spearman']:.2f} [{succ['spearman_lower']:.2f}, "
+            f"{succ['spearman_upper']:.2f}] by success rate vs {pref['spearman']:.2f} "
+            f"[{pref['spearman_lower']:.2f}, {pref['spearman_upper']:.2f}] by preference; MMRV "
+            f"{succ['mmrv']:.3f} vs {pref['mmrv']:.3f}. Closer by median rho: {closer}; the "
+            f"paired difference (preference - success) is {row.rho_diff:+.2f} "
+            f"[{row.rho_diff_lower:+.2f}, {row.rho_diff_upper:+.2f}]"
+            f"{', excluding 0' if excludes else ', including 0'}; preference closer in "
+            f"{row.preference_closer_rho:.0%} of draws, success in {row.success_closer_rho:.0%}.")
+    return lines

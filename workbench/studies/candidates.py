@@ -128,7 +128,7 @@ def train_state_bc(demos: Demos, config: CandidateConfig, save_at: Sequence[int]
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step in save_at:
             saved[step] = {k: v.detach().clone() for k, v in net.state_dict().items()}
     return saved, losses, mean, std
