@@ -250,3 +250,29 @@ def test_the_pipeline_asks_the_vlm_concurrently_and_gets_the_sequential_answers(
     assert slow.max_in_flight == 3
     assert many["winner"].tolist() == one["winner"].tolist()
     assert many["winner_policy"].eq("p").all()  # smooth beats jerky at every init
+
+
+def test_requests_tokens_and_retries_land_in_the_run_records(videos, tmp_path):
+    import pandas as pd
+
+    from workbench.ranking.collect import judge_comparisons
+    from workbench.ranking.sampling import sample_comparisons
+    from workbench.records.store import RecordStore
+
+    table = pd.DataFrame([("p", TASK, 0, "r0", videos["smooth_ok"].video),
+                          ("q", TASK, 0, "r2", videos["jerky_ok"].video)],
+                         columns=["policy", "task", "init_id", "rollout_id", "video"])
+    comparisons = sample_comparisons(table, 4, seed=0)
+    records = tmp_path / "records.sqlite"
+    with serve_fake_vlm(fail_every=3) as failing:
+        judge = judge_for(failing, concurrency=2, backoff_s=0.01)
+        judge_comparisons(comparisons, table, judge, records=records, label="vlm-run")
+    stored = RecordStore(records).judge_stats("vlm-run")
+    assert len(stored) == 1 and stored.loc[0, "judge"] == judge.name
+    row = stored.iloc[0]
+    assert row["requests"] == len(failing.requests) == 2 + 4  # 2 descriptions, 4 comparisons
+    assert row["transport_retries"] == failing.failures > 0
+    assert row["prompt_tokens"] == judge.stats.prompt_tokens > 0
+    assert row["completion_tokens"] == judge.stats.completion_tokens > 0
+    assert row["frames_per_request"] == judge.stats.frames_per_request == [15, 15]
+    assert RecordStore(records).judge_stats("another").empty

@@ -16,6 +16,7 @@ A/B assignment and draws a fresh init_id and rollouts, at most ``max_redraws`` t
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ import pandas as pd
 
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.sampling import RolloutIndex, present
+from workbench.records.store import RecordStore
 
 
 def _shown(row: pd.Series, ri: str, rj: str, index: RolloutIndex) -> tuple:
@@ -49,13 +51,32 @@ def _judge_one(row: pd.Series, index: RolloutIndex, judge: Judge,
             "redraws": redraws, "raw": pref.raw}
 
 
+def record_judging(judge: Judge, records: str | os.PathLike, label: str) -> None:
+    """Write ``judge.stats`` (requests, tokens, transport retries, frames per request,
+    ...) to the records SQLite at ``records`` under ``label`` (read back with
+    :meth:`RecordStore.judge_stats`)."""
+    stats = getattr(judge, "stats", None)
+    if stats is None:
+        raise ValueError(f"judge {getattr(judge, 'name', judge)!r} keeps no stats to record")
+    store = RecordStore(records)
+    try:
+        store.record_judge_stats(label, judge.name, stats.as_dict() | {
+            "frames_per_request": list(stats.frames_per_request)})
+    finally:
+        store.close()
+
+
 def judge_comparisons(comparisons: pd.DataFrame, rollouts: pd.DataFrame, judge: Judge,
-                      seed: int = 0, max_redraws: int = 3) -> pd.DataFrame:
+                      seed: int = 0, max_redraws: int = 3,
+                      records: str | os.PathLike | None = None,
+                      label: str = "ranking") -> pd.DataFrame:
     """Judge every row of ``comparisons`` (from :func:`sample_comparisons`).
 
     Adds winner ('A'/'B', None when still invalid after the redraws), winner_policy,
     redraws, raw (the judge's answer) and judge (its name); redrawn rows get their
-    new init_id and rollouts.
+    new init_id and rollouts. With ``records`` (a records SQLite path, e.g. the
+    rollouts' run), the judge's accounting is written there under ``label``
+    (:func:`record_judging`).
     """
     index, rng = RolloutIndex(rollouts), np.random.default_rng(seed)
     rows = [row for _, row in comparisons.iterrows()]
@@ -70,5 +91,7 @@ def judge_comparisons(comparisons: pd.DataFrame, rollouts: pd.DataFrame, judge: 
                                                                 "rollout_j")}))
     winner_policy = np.where(results["winner"].eq("A"), out["policy_a"],
                              np.where(results["winner"].eq("B"), out["policy_b"], None))
+    if records is not None:
+        record_judging(judge, records, label)
     return out.assign(winner=results["winner"], winner_policy=winner_policy,
                       redraws=results["redraws"], raw=results["raw"], judge=judge.name)

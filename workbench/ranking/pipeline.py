@@ -172,18 +172,20 @@ def default_checkpoints(comparisons_per_pair: int, count: int = 10) -> list[int]
 
 def rank_with_judge(rollouts: pd.DataFrame, judge: Judge, comparisons_per_pair: int,
                     seed: int = 0, checkpoints: Sequence[int] | None = None,
-                    n_boot: int = 1000, curve_boot: int = 200) -> RankingResult:
+                    n_boot: int = 1000, curve_boot: int = 200,
+                    records: str | Path | None = None) -> RankingResult:
     """Sample ``comparisons_per_pair`` comparisons per policy pair, judge, fit BT.
 
     Checkpoints are prefixes of one draw (``slot < k``), so they are nested; each
     gets a BT fit with ``curve_boot`` bootstrap replicates (0: point scores only).
+    ``records``: a records SQLite that keeps the judge's accounting (label "ranking").
     """
     checkpoints = list(checkpoints or default_checkpoints(comparisons_per_pair))
     if max(checkpoints) > comparisons_per_pair or min(checkpoints) < 1:
         raise ValueError(f"checkpoints must lie in [1, {comparisons_per_pair}], got {checkpoints}")
     policies = RolloutIndex(rollouts).policies
     comparisons = sample_comparisons(rollouts, comparisons_per_pair, seed=seed, policies=policies)
-    preferences = judge_comparisons(comparisons, rollouts, judge, seed=seed)
+    preferences = judge_comparisons(comparisons, rollouts, judge, seed=seed, records=records)
     wins = wins_from_preferences(preferences, policies)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)

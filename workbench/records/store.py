@@ -113,6 +113,12 @@ CREATE TABLE IF NOT EXISTS searches (
     created REAL NOT NULL,
     search TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS judge_stats (
+    label TEXT NOT NULL,
+    created REAL NOT NULL,
+    judge TEXT NOT NULL,
+    stats TEXT NOT NULL
+);
 """
 # columns added after the first release, with their types (older files gain them on open)
 _ADDED_COLUMNS = {"policy_calls": "INTEGER", "observations": "INTEGER",
@@ -413,6 +419,23 @@ class RecordStore:
             query, args = query + " WHERE run_id=?", (run_id,)
         rows = self._connect().execute(query + " ORDER BY created", args).fetchall()
         return [{"run_id": rid, **json.loads(text)} for rid, text in rows]
+
+    def record_judge_stats(self, label: str, judge: str, stats: dict[str, Any]) -> None:
+        """Keep a judge's accounting (requests, tokens, retries, frames per request, ...)
+        for one ranking, named ``label``, beside the episodes it judged."""
+        with self._tx() as c:
+            c.execute("INSERT INTO judge_stats VALUES (?, ?, ?, ?)",
+                      (label, time.time(), judge, json.dumps(stats, default=float)))
+
+    def judge_stats(self, label: str | None = None) -> pd.DataFrame:
+        """One row per recorded judging, oldest first: label, created, judge and the
+        recorded counters as columns."""
+        query, args = "SELECT label, created, judge, stats FROM judge_stats", ()
+        if label is not None:
+            query, args = query + " WHERE label=?", (label,)
+        rows = self._connect().execute(query + " ORDER BY created", args).fetchall()
+        return pd.DataFrame([{"label": lab, "created": created, "judge": judge,
+                              **json.loads(text)} for lab, created, judge, text in rows])
 
     def attempts(self, run_id: str | None = None) -> pd.DataFrame:
         """Every claim ever made (one row per attempt), with its outcome."""
