@@ -279,31 +279,6 @@ def validation_verdict(summary: pd.DataFrame, difference: pd.DataFrame) -> pd.Da
     return out
 
 
-def plot_validation(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
-    """Heatmaps (seaborn) of median Spearman and MMRV per method and K, each cell
-    annotated ``median [lower, upper]``; ``ax``: two axes or None."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    if ax is None:
-        fig, ax = plt.subplots(1, 2, figsize=(10, 2.6))
-    else:
-        fig = ax[0].figure
-    for axis, metric, cmap in ((ax[0], "spearman", "viridis"), (ax[1], "mmrv", "viridis_r")):
-        grid = summary.pivot(index="method", columns="k", values=metric).loc[list(METHODS)]
-        text = summary.assign(cell=[f"{m:.2f}\n[{lo:.2f}, {hi:.2f}]" for m, lo, hi in zip(
-            summary[metric], summary[f"{metric}_lower"], summary[f"{metric}_upper"])])
-        labels = text.pivot(index="method", columns="k", values="cell").loc[list(METHODS)]
-        sns.heatmap(grid, annot=labels, fmt="", cmap=cmap, cbar=False, ax=axis,
-                    annot_kws={"fontsize": 8})
-        axis.set_title(f"{'Spearman ρ' if metric == 'spearman' else 'MMRV'} vs reference "
-                       "(median [95% of redraws])", fontsize=9)
-        axis.set_xlabel("K rollouts per candidate")
-        axis.set_ylabel("")
-    fig.tight_layout()
-    return fig, ax
-
-
 def validation_findings(summary: pd.DataFrame, difference: pd.DataFrame,
                         reference: pd.DataFrame) -> list[str]:
     """Plain sentences, one per K and one on the reference, computed from the tables
