@@ -81,3 +81,23 @@ def test_unknown_setting():
         pdata.load_bt_scores(".", "mujoco")
     with pytest.raises(ValueError, match="name"):
         pdata.compare_with_reported(pd.DataFrame(), pdata.REPORTED_TABLE_IV, by="rank")
+
+
+def test_budget_averaging_blurs_near_ties_and_leaves_clear_orders_alone():
+    import pandas as pd
+
+    from workbench.ranking import paper_data as pdata
+
+    reference = pd.Series({"a": 80.0, "b": 50.0, "c": 49.0, "d": 10.0})
+    scores = pd.DataFrame({"a": [60.0, 40.0], "b": [25.0, 30.0], "c": [14.0, 29.9],
+                           "d": [1.0, 0.1]}, index=["clear", "near-tie"])
+    sim = pdata.simulated_budget_metrics(scores, reference, budgets=[50, 100, 200],
+                                         repeats=30, seed=0)
+    assert sim.loc["clear", "rho_final"] == sim.loc["near-tie", "rho_final"] == 1.0
+    assert sim.loc["clear", "rho_averaged_lower"] == 1.0  # never flips: nothing to average
+    assert sim.loc["near-tie", "rho_averaged_lower"] < 1.0  # b and c swap at some budgets
+    assert sim.loc["near-tie", "mmrv_averaged_upper"] > 0.0
+    table = pdata.budget_averaging_table(sim, pd.DataFrame(
+        {"rho": [1.0, 0.0], "r": [0.9, 0.9], "mmrv": [0.0, 0.0]}, index=["clear", "near-tie"]))
+    within = table.set_index(["judge", "metric"])["reported within simulated"]
+    assert within[("clear", "rho")] and not within[("near-tie", "rho")]
