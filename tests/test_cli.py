@@ -181,3 +181,10 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
             "'libero-close-drawer', 'remote', "
             "'residual-expert', 'robosuite-lift', 'vision', 'zero']") \
         in proc.stderr
+
+
+def test_reproduce_full_and_quick_are_exclusive(capsys):
+    from workbench.cli import main
+
+    assert main(["reproduce", "--quick", "--full"]) == 2
+    assert "--quick and --full exclude each other" in capsys.readouterr().err

@@ -192,8 +192,10 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from workbench.reproduce import reproduce
 
+    if args.quick and args.full:
+        raise ValueError("--quick and --full exclude each other")
     table = reproduce(quick=args.quick, notebooks=args.notebooks or None,
-                      figures=args.figures, out=args.out)
+                      figures=args.figures, out=args.out, tier="full" if args.full else None)
     shown = table[["notebook", "status", "seconds", "figures"]]
     print(shown.to_string(index=False, formatters={"seconds": "{:.1f}".format}))
     print(f"figures and the numbers behind them: {Path(args.figures).resolve()}\n"
@@ -267,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_benchmarks)
     p = sub.add_parser("reproduce", help="run the notebooks through papermill")
     p.add_argument("--quick", action="store_true", help="tiny parameters (experiments/tiny/)")
+    p.add_argument("--full", action="store_true", help="full-scale parameters (experiments/)")
     p.add_argument("--notebooks", nargs="*", help="only these notebooks (file names)")
     p.add_argument("--figures", default="figures", help="where figures and numbers go")
     p.add_argument("--out", default="out/notebooks", help="where executed notebooks go")

@@ -162,3 +162,21 @@ def test_candidate_config_refuses_overlapping_families():
         CandidateConfig(checkpoint_demos=3, data_demos=(3,))
     with pytest.raises(ValueError, match="checkpoint_steps must be distinct integers"):
         CandidateConfig(checkpoint_steps=(10, 10))
+
+
+def test_reference_reliability_high_for_clear_gaps_low_for_equals():
+    rng = np.random.default_rng(0)
+    rows = []
+    for policy, rate in (("a", 0.9), ("b", 0.5), ("c", 0.1), ("d", 0.5), ("e", 0.5)):
+        for init in range(400):
+            rows.append((policy, "t", init, rng.random() < rate))
+    table = pd.DataFrame(rows, columns=["policy", "task", "init_id", "success"])
+    clear = va.reference_reliability(table[table["policy"].isin(["a", "b", "c"])], draws=50)
+    assert clear["median"] == pytest.approx(1.0) and clear["episodes_per_half"] == 200
+    equal = va.reference_reliability(table[table["policy"].isin(["b", "d", "e"])], draws=50)
+    assert equal["lower"] < 0 < equal["upper"]  # three equal candidates: halves disagree
+
+
+def test_no_extra_reference_seeds_gives_an_empty_table():
+    out = va.collect_reference_rollouts(pd.DataFrame(), "MT10", ["reach-v3"], [], 5, "unused")
+    assert out.empty and "task_set" in out.columns

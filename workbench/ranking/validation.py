@@ -93,6 +93,52 @@ def collect_candidate_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequ
     return pd.concat(frames, ignore_index=True)
 
 
+def collect_reference_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequence[str],
+                               seeds: Sequence[int], episodes: int, output_dir: str | Path,
+                               backend: str = "sequential", workers: int = 2,
+                               demo_seed: int | None = None) -> pd.DataFrame:
+    """More reference episodes: every candidate on initial states ``0 .. episodes-1`` of
+    the task sets ``seeds`` (other than the pool's and the demonstrations'), under
+    ``output_dir/reference-seed<s>``; one table with a ``task_set`` column (empty when
+    ``seeds`` is)."""
+    frames = [collect_candidate_rollouts(candidates, suite, tasks, episodes,
+                                         Path(output_dir) / f"reference-seed{s}", seed=s,
+                                         backend=backend, workers=workers,
+                                         demo_seed=demo_seed).assign(task_set=s)
+              for s in seeds]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["policy", "task", "init_id", "rollout_id", "success", "task_set"])
+
+
+def reference_reliability(reference: pd.DataFrame, draws: int = 200, seed: int = 0,
+                          level: float = 0.95) -> dict[str, float]:
+    """How well the reference agrees with itself: Spearman rho between the candidates'
+    success rates on two random halves of the reference episodes (the same episodes
+    for every candidate), over ``draws`` splits. A ranking from K rollouts cannot be
+    expected to agree with the reference much better than the reference's own halves
+    agree with each other. Returns median, lower, upper (percentiles over splits).
+
+    >>> table = pd.DataFrame({"policy": ["a"] * 4 + ["b"] * 4, "task": "t",
+    ...                       "init_id": [0, 1, 2, 3] * 2, "success": [1, 1, 1, 1, 0, 0, 0, 0]})
+    >>> round(reference_reliability(table, draws=10)["median"], 3)
+    1.0
+    """
+    episodes = reference[["task", "init_id"] + (["task_set"] if "task_set" in reference
+                                                else [])].drop_duplicates()
+    wide = reference.pivot_table(index=list(episodes.columns), columns="policy",
+                                 values="success", aggfunc="mean").dropna()
+    rng, values = np.random.default_rng(seed), []
+    for _ in range(draws):
+        half = rng.permutation(len(wide)) < len(wide) // 2
+        first, second = wide[half].mean().to_numpy(), wide[~half].mean().to_numpy()
+        values.append(_ranked(first, second)["spearman"])
+    tail = 100.0 * (1 - level) / 2
+    kept = np.asarray(values, float)[~np.isnan(values)]
+    low, high = np.percentile(kept, [tail, 100 - tail])
+    return {"median": float(np.median(kept)), "lower": float(low), "upper": float(high),
+            "episodes_per_half": len(wide) // 2}
+
+
 def split_by_init(rollouts: pd.DataFrame, pool_inits: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pool, reference): rows with ``init_id < pool_inits`` and the rest.
 
@@ -169,8 +215,8 @@ def episode_arrays(pool: pd.DataFrame, verdicts: pd.DataFrame, policies: Sequenc
 
 def _ranked(values: NDArray[np.float64], reference: NDArray[np.float64]) -> dict[str, float]:
     """Spearman, Pearson and MMRV of ``values`` against ``reference``; the
-    correlations are NaN when ``values`` is constant (no ranking at all)."""
-    if np.ptp(values) == 0:
+    correlations are NaN when either side is constant (no ranking to correlate)."""
+    if np.ptp(values) == 0 or np.ptp(reference) == 0:
         return {"spearman": np.nan, "pearson": np.nan, "mmrv": mmrv(reference, values)}
     return {"spearman": spearman_rho(reference, values), "pearson": pearson_r(reference, values),
             "mmrv": mmrv(reference, values)}
@@ -280,15 +326,21 @@ def validation_verdict(summary: pd.DataFrame, difference: pd.DataFrame) -> pd.Da
 
 
 def validation_findings(summary: pd.DataFrame, difference: pd.DataFrame,
-                        reference: pd.DataFrame) -> list[str]:
-    """Plain sentences, one per K and one on the reference, computed from the tables
-    (for a notebook's conclusions)."""
+                        reference: pd.DataFrame,
+                        reliability: dict[str, float] | None = None) -> list[str]:
+    """Plain sentences, one on the reference and one per K, computed from the tables
+    (for a notebook's conclusions); ``reliability`` from :func:`reference_reliability`."""
     wide = summary.set_index(["k", "method"])
     separated = reference["separated_from_next"].dropna().astype(bool)
     lines = [f"Reference: {len(reference)} candidates, {int(reference['n'].min())} to "
              f"{int(reference['n'].max())} reference episodes each, success rates "
              f"{reference['rate'].min():.0%} to {reference['rate'].max():.0%}; the Wilson "
-             f"intervals separate {int(separated.sum())} of {len(separated)} neighbouring pairs."]
+             f"intervals separate {int(separated.sum())} of {len(separated)} neighbouring pairs"
+             + ("." if reliability is None else
+                f"; two halves of the reference agree with Spearman rho "
+                f"{reliability['median']:.2f} [{reliability['lower']:.2f}, "
+                f"{reliability['upper']:.2f}] ({reliability['episodes_per_half']} episodes "
+                "per half).")]
     for row in difference.itertuples(index=False):
         pref, succ = wide.loc[(row.k, "preference")], wide.loc[(row.k, "success")]
         closer = ("preference" if pref["spearman"] > succ["spearman"] else
