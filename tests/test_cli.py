@@ -179,7 +179,7 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
     assert proc.returncode == 2
     assert ("registered: ['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', "
             "'libero-close-drawer', 'remote', "
-            "'residual-expert', 'robosuite-lift', 'vision', 'zero']") \
+            "'residual-expert', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'zero']") \
         in proc.stderr
 
 

@@ -8,7 +8,7 @@ benchmark's protocol name when the config does not give one.
 
 >>> POLICIES.names()  # doctest: +NORMALIZE_WHITESPACE
 ['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', 'libero-close-drawer', 'remote',
- 'robosuite-lift', 'vision', 'zero']
+ 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'zero']
 >>> make_policy("expert", defect="noise", level=0.3).name
 'expert-noise-0.3'
 >>> make_policy("zero", protocol="calvin-v1").capabilities.action_protocol

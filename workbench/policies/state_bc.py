@@ -103,9 +103,12 @@ class StateBCPolicy(Policy):
 
     def __init__(self, protocol: str | None = None, weights: str | None = None,
                  chunk_size: int = 4, width: int = 256, seed: int = 0,
-                 max_batch: int = 64) -> None:
+                 max_batch: int = 64, threads: int | None = 1) -> None:
+        """threads: torch threads of the process that loads it (as VisionPolicy's; a
+        small MLP runs fastest on one, and does not spin on cores the simulators use)."""
         super().__init__()
         self.weights, self.seed, self.max_batch = weights, seed, max_batch
+        self.threads = threads
         self._blob = load_state_bc(weights) if weights else None
         if self._blob is not None:
             if protocol not in (None, self._blob["protocol"]):
@@ -130,6 +133,8 @@ class StateBCPolicy(Policy):
     def _load(self, context: LoadContext) -> None:
         import torch
 
+        if self.threads:
+            torch.set_num_threads(self.threads)
         torch.manual_seed(self.seed)
         self.net = build_state_net(self.state_dim, self.chunk_size,
                                    self.protocol.action.dim, self.width)

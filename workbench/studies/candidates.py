@@ -114,6 +114,18 @@ def train_state_bc(demos: Demos, config: CandidateConfig, save_at: Sequence[int]
     step, and the state mean and std used to normalise."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a small MLP: one thread is faster, and spins on no busy core
+    try:
+        return _train(demos, config, save_at)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(demos: Demos, config: CandidateConfig, save_at: Sequence[int]
+           ) -> tuple[dict[int, dict], list[float], np.ndarray, np.ndarray]:
+    import torch
+
     torch.manual_seed(config.seed)
     mean, std = demos.state.mean(axis=0), demos.state.std(axis=0) + 1e-6
     state = torch.from_numpy(((demos.state - mean) / std).astype(np.float32))
