@@ -93,9 +93,13 @@ def test_summary_intervals_contain_medians_and_verdict_follows_them():
                              draws=40, n_boot=20, seed=0)
     summary = va.summarize_validation(table)
     assert list(summary["k"]) == [5, 5, 10, 10] and (summary["draws"] == 40).all()
-    for metric in ("spearman", "mmrv"):
-        assert (summary[f"{metric}_lower"] <= summary[metric]).all()
-        assert (summary[metric] <= summary[f"{metric}_upper"]).all()
+    for row in summary.itertuples():  # each cell is the median and percentiles of its draws
+        part = table[(table["k"] == row.k) & (table["method"] == row.method)]
+        for metric in ("spearman", "mmrv", "ci_width"):
+            values = part[metric].dropna()
+            assert getattr(row, metric) == pytest.approx(values.median())
+            assert getattr(row, f"{metric}_lower") == pytest.approx(np.percentile(values, 2.5))
+            assert getattr(row, f"{metric}_upper") == pytest.approx(np.percentile(values, 97.5))
     verdict = va.validation_verdict(summary, va.paired_difference(table))
     assert verdict["closer_by_spearman"].tolist() == ["preference", "preference"]
     lines = va.validation_findings(summary, va.paired_difference(table),
