@@ -184,3 +184,23 @@ def test_reference_reliability_high_for_clear_gaps_low_for_equals():
 def test_no_extra_reference_seeds_gives_an_empty_table():
     out = va.collect_reference_rollouts(pd.DataFrame(), "MT10", ["reach-v3"], [], 5, "unused")
     assert out.empty and "task_set" in out.columns
+    with pytest.raises(ValueError, match="reference task set 0 is the pool's"):
+        va.collect_reference_rollouts(pd.DataFrame(), "MT10", ["reach-v3"], [2, 0], 5, "x")
+
+
+def test_a_policy_error_is_a_failure_and_a_harness_error_stops_the_study(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    def results(kind):
+        return pd.DataFrame({"policy": ["p", "p"], "task": "reach-v3", "init_state_id": [0, 1],
+                             "rollout_path": ["a.npz", "b.npz"], "video_path": None,
+                             "success": [True, None], "steps": [40, 3],
+                             "error_kind": [None, kind], "error_message": [None, "boom"]})
+
+    candidates = pd.DataFrame({"candidate": ["p"], "policy": ["zero"], "options": [{}]})
+    monkeypatch.setattr(va, "run", lambda config: SimpleNamespace(results=results("policy")))
+    table = va.collect_candidate_rollouts(candidates, "MT10", ["reach-v3"], 2, tmp_path)
+    assert table["success"].tolist() == [True, False]  # the policy's error is its failure
+    monkeypatch.setattr(va, "run", lambda config: SimpleNamespace(results=results("infrastructure")))
+    with pytest.raises(RuntimeError, match="1 episodes ended in infrastructure errors"):
+        va.collect_candidate_rollouts(candidates, "MT10", ["reach-v3"], 2, tmp_path)

@@ -84,11 +84,14 @@ def collect_candidate_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequ
                             output_dir=str(Path(output_dir) / row.candidate),
                             interactions=False, progress=False)
         result = run(config)
-        errors = result.results["error_kind"].notna()
+        # a policy error is the candidate's failure; a harness error is nobody's result
+        errors = result.results["error_kind"].eq("infrastructure")
         if errors.any():
             raise RuntimeError(f"candidate {row.candidate}: {int(errors.sum())} episodes "
-                               f"ended in harness errors, e.g. "
-                               f"{result.results.loc[errors, 'error_message'].iloc[0]}")
+                               f"ended in infrastructure errors (recorded in "
+                               f"{config.output_dir}), e.g. "
+                               f"{result.results.loc[errors, 'error_message'].iloc[0]}; "
+                               "retry them before validating")
         frames.append(rollout_table(result.results))
     return pd.concat(frames, ignore_index=True)
 
@@ -96,11 +99,15 @@ def collect_candidate_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequ
 def collect_reference_rollouts(candidates: pd.DataFrame, suite: str, tasks: Sequence[str],
                                seeds: Sequence[int], episodes: int, output_dir: str | Path,
                                backend: str = "sequential", workers: int = 2,
-                               demo_seed: int | None = None) -> pd.DataFrame:
+                               demo_seed: int | None = None,
+                               pool_seed: int = 0) -> pd.DataFrame:
     """More reference episodes: every candidate on initial states ``0 .. episodes-1`` of
-    the task sets ``seeds`` (other than the pool's and the demonstrations'), under
-    ``output_dir/reference-seed<s>``; one table with a ``task_set`` column (empty when
-    ``seeds`` is)."""
+    the task sets ``seeds`` (other than the pool's, ``pool_seed``, and the
+    demonstrations'), under ``output_dir/reference-seed<s>``; one table with a
+    ``task_set`` column (empty when ``seeds`` is)."""
+    if pool_seed in seeds:
+        raise ValueError(f"reference task set {pool_seed} is the pool's: its episodes "
+                         "would be drawn and scored against at once")
     frames = [collect_candidate_rollouts(candidates, suite, tasks, episodes,
                                          Path(output_dir) / f"reference-seed{s}", seed=s,
                                          backend=backend, workers=workers,
