@@ -68,6 +68,7 @@ class NearestNeighbourPolicy(Policy):
         self.protocol = get_protocol(stored)
         self.name = f"state-nn-{path.stem}"
         self.std = self.states.std(axis=0) + 1e-6
+        self.scaled = self.states / self.std  # standardised once, searched at every call
 
     @property
     def capabilities(self) -> Capabilities:
@@ -89,5 +90,5 @@ class NearestNeighbourPolicy(Policy):
             raise ValueError(f"no demonstration for instruction {instruction!r}; the memory "
                              f"holds {sorted(set(self.instructions))}")
         query = np.asarray(state, np.float32) / self.std
-        distance = np.sum((self.states[rows] / self.std - query) ** 2, axis=1)
+        distance = np.sum((self.scaled[rows] - query) ** 2, axis=1)
         return self.chunks[rows[int(np.argmin(distance))]].copy()
