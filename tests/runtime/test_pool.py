@@ -184,6 +184,24 @@ def test_dead_replica_fails_its_episodes_as_infrastructure_and_run_finishes(tmp_
     assert df["error_message"].str.contains("replica 0 died").any()
 
 
+def test_a_replica_that_dies_after_the_last_episode_has_no_stats_and_is_marked_dead(tmp_path):
+    """The race CI hit: the run's last episode ends before the pool sees its replica's
+    exit. Asking that replica for statistics must not fail the finished run."""
+    config = dict(COMMON, tasks=["reach-v3"], episodes=1, max_steps=20, policy="expert",
+                  output_dir=str(tmp_path), backend="pool", pool=pool_config(1, 1, 1))
+    plan = plan_episodes("metaworld", "MT10", ["reach-v3"], 1)
+    with workbench.open_pool(config) as pool:
+        pool.configure(pool_config(1, 1, 1))
+        replica = pool.replicas[0]
+        os.kill(replica.process.pid, signal.SIGKILL)
+        replica.process.join(timeout=10)
+        assert replica.process.exitcode == -signal.SIGKILL and replica.alive  # not seen yet
+        assert pool.replica_stats() == []
+        assert not replica.alive and pool.live_replicas() == []
+        report = pool.run(plan, options=EpisodeOptions(False, "probe", max_steps=20))
+    assert [row["error_kind"] for row in report.rows] == ["infrastructure"]
+
+
 def test_frames_larger_than_the_transport_are_an_infrastructure_error_of_one_episode(tmp_path):
     result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3,
                                 benchmark="wb_plugin.benchmarks:FaultyMetaWorld",

@@ -271,11 +271,17 @@ class EvalPool:
             self._collect(state, timeout=1.0)
 
     def replica_stats(self) -> list[ReplicaStats]:
+        """The statistics of each live assigned replica. One that died after the run's
+        last episode (its exit not yet seen) is marked dead and has none."""
         out = []
         for r in sorted(set(self.assignment.values())):
-            if self.replicas[r].alive:
+            if not self.replicas[r].alive:
+                continue
+            try:
                 self.replicas[r].control.send(("stats", None))
                 out.append(_expect(self.replicas[r].control, ("stats",), timeout=60)[1])
+            except (BrokenPipeError, ProcessExited, OSError):
+                self._replica_died(r)
         return out
 
     def pids(self) -> list[int]:
@@ -344,13 +350,17 @@ def _send(proc: _Proc, message: Any) -> None:
         pass
 
 
+class ProcessExited(RuntimeError):
+    """A pool process closed its pipe before sending the message waited for."""
+
+
 def _expect(conn: Connection, kinds: tuple[str, ...], timeout: float) -> Any:
-    if not conn.poll(timeout):
-        raise RuntimeError(f"no {'/'.join(kinds)} message within {timeout:.0f} s")
     try:
+        if not conn.poll(timeout):
+            raise RuntimeError(f"no {'/'.join(kinds)} message within {timeout:.0f} s")
         message = conn.recv()
     except (EOFError, OSError) as exc:
-        raise RuntimeError(f"process exited before sending {'/'.join(kinds)}") from exc
+        raise ProcessExited(f"process exited before sending {'/'.join(kinds)}") from exc
     if message[0] not in kinds:
         raise RuntimeError(f"expected {'/'.join(kinds)}, got {message[0]!r}")
     return message
