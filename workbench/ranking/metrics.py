@@ -34,22 +34,27 @@ def _paired(a: ArrayLike, b: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np
 
 
 def spearman_rho(reference: ArrayLike, evaluated: ArrayLike) -> float:
-    """Spearman rank correlation (ties get average ranks).
+    """Spearman rank correlation (ties get average ranks); NaN when either side is
+    constant (there is no ranking to correlate).
 
-    >>> round(spearman_rho([1, 2, 3, 4], [10, 30, 20, 40]), 4)
-    0.8
+    >>> round(spearman_rho([1, 2, 3, 4], [10, 30, 20, 40]), 4), spearman_rho([1, 2], [5, 5])
+    (0.8, nan)
     """
     x, y = _paired(reference, evaluated)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
     return float(stats.spearmanr(x, y).statistic)
 
 
 def pearson_r(reference: ArrayLike, evaluated: ArrayLike) -> float:
-    """Pearson correlation of the values.
+    """Pearson correlation of the values; NaN when either side is constant.
 
-    >>> round(pearson_r([1, 2, 3], [2, 4, 7]), 4)
-    0.9934
+    >>> round(pearson_r([1, 2, 3], [2, 4, 7]), 4), pearson_r([1, 2, 3], [0, 0, 0])
+    (0.9934, nan)
     """
     x, y = _paired(reference, evaluated)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
     return float(stats.pearsonr(x, y).statistic)
 
 
