@@ -42,6 +42,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from workbench.ranking.sampling import present
+
 PAPER_SPLIT = (("success-success", 66), ("failure-failure", 67), ("success-failure", 67))
 """The paper's outcome classes and their counts among 200 pairs."""
 
@@ -106,15 +108,11 @@ def sample_annotation_pairs(rollouts: pd.DataFrame, n_pairs: int = 200,
         chosen += picked
         shortfall[name] = want - len(picked)
     pairs = candidates.loc[chosen].reset_index(drop=True)
-    a_is_i = rng.random(len(pairs)) < 0.5
+    pairs = present(pairs.assign(a_is_i=rng.random(len(pairs)) < 0.5))
     video = _videos(rollouts)
-    out = pd.DataFrame({
-        "pair_id": range(len(pairs)), "task": pairs["task"], "init_id": pairs["init_id"],
-        "outcome": pairs["outcome"],
-        "policy_a": np.where(a_is_i, pairs["policy_i"], pairs["policy_j"]),
-        "policy_b": np.where(a_is_i, pairs["policy_j"], pairs["policy_i"]),
-        "rollout_a": np.where(a_is_i, pairs["rollout_i"], pairs["rollout_j"]),
-        "rollout_b": np.where(a_is_i, pairs["rollout_j"], pairs["rollout_i"])})
+    out = pairs.assign(pair_id=range(len(pairs)))[
+        ["pair_id", "task", "init_id", "outcome", "policy_a", "policy_b", "rollout_a",
+         "rollout_b"]]
     out["video_a"] = out["rollout_a"].map(video)
     out["video_b"] = out["rollout_b"].map(video)
     return AnnotationSample(out, wanted, shortfall)

@@ -45,7 +45,8 @@ from workbench.ranking.judges.base import Judge
 from workbench.ranking.judges.offline import RolloutQuality, assess, pair_totals
 from workbench.ranking.metrics import mmrv, order_swap_consistency, spearman_rho
 from workbench.ranking.replay import replay_frames
-from workbench.ranking.sampling import RolloutIndex, convergence_curve, sample_comparisons
+from workbench.ranking.sampling import RolloutIndex, convergence_curve, present
+from workbench.ranking.sampling import sample_comparisons
 from workbench.ranking.sampling import wins_from_preferences
 from workbench.records.rollout import load_rollout
 from workbench.reports import read_video_frames
@@ -246,17 +247,15 @@ def order_swap_audit(rollouts: pd.DataFrame, judge: Judge, n_pairs: int,
     """Judge up to ``n_pairs`` distinct rollout pairs (drawn without replacement) twice,
     as (x, y) and as (y, x) (appendix D.8).
 
-    Columns: the pair (see :func:`candidate_pairs`), rollout_a, rollout_b (the first
-    presentation), first and swapped (the answers, 'A'/'B'/None) and consistent (the
+    Columns: the pair (see :func:`candidate_pairs`), a_is_i and the first
+    presentation (policy_a/b, rollout_a/b; see :func:`~workbench.ranking.sampling.present`), first and swapped (the answers, 'A'/'B'/None) and consistent (the
     same video won both times; NaN when an answer was invalid). The consistency rate
     is ``order_swap_consistency(audit["first"], audit["swapped"])``.
     """
     pool = candidate_pairs(rollouts)
     rng = np.random.default_rng(seed)
     audit = pool.iloc[np.sort(rng.permutation(len(pool))[:n_pairs])].reset_index(drop=True)
-    a_is_i = rng.random(len(audit)) < 0.5
-    audit["rollout_a"] = np.where(a_is_i, audit["rollout_i"], audit["rollout_j"])
-    audit["rollout_b"] = np.where(a_is_i, audit["rollout_j"], audit["rollout_i"])
+    audit = present(audit.assign(a_is_i=rng.random(len(audit)) < 0.5))
     index = RolloutIndex(rollouts)
     first, swapped = [], []
     for a, b, task in zip(audit["rollout_a"], audit["rollout_b"], audit["task"]):
@@ -272,13 +271,6 @@ def order_swap_audit(rollouts: pd.DataFrame, judge: Judge, n_pairs: int,
 def swap_consistency(audit: pd.DataFrame) -> float:
     """Share of audited pairs whose preferred video survives the A/B swap."""
     return order_swap_consistency(audit["first"], audit["swapped"])
-
-
-def _spearman(reference: Sequence[float], evaluated: Sequence[float]) -> float:
-    """Spearman rho, NaN when either side is constant (no ranking to correlate)."""
-    if np.ptp(np.asarray(reference, float)) == 0 or np.ptp(np.asarray(evaluated, float)) == 0:
-        return float("nan")
-    return spearman_rho(reference, evaluated)
 
 
 def ranking_table(scores: pd.DataFrame, known_order: Sequence[str],
@@ -323,8 +315,8 @@ def compare_rankings(scores: pd.DataFrame, known_order: Sequence[str],
     rows = {}
     for name, values in (("bt_score", table["score"].to_numpy(float)), ("success_rate", success)):
         order = " > ".join(table["policy"].iloc[np.argsort(-values, kind="stable")])
-        rows[name] = {"spearman_vs_known": _spearman(known, values),
-                      "spearman_vs_success": _spearman(success, values),
+        rows[name] = {"spearman_vs_known": spearman_rho(known, values),
+                      "spearman_vs_success": spearman_rho(success, values),
                       "mmrv_vs_success": mmrv(success, values), "order": order}
     return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -458,7 +450,7 @@ def _method_row(name: str, wins: NDArray[np.int64], calls: int, policies: Sequen
            "ranking": " > ".join(order), "mean_ci_width": boot.mean_ci_width}
     if known_order is not None:
         position = {p: k for k, p in enumerate(known_order)}
-        row["spearman_vs_known"] = _spearman([-position[p] for p in policies], boot.scores)
+        row["spearman_vs_known"] = spearman_rho([-position[p] for p in policies], boot.scores)
     return row | {f"score[{p}]": s for p, s in zip(policies, boot.scores)}
 
 

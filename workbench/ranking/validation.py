@@ -50,7 +50,7 @@ from workbench.ranking.bootstrap import bootstrap_bradley_terry
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.metrics import mmrv, pearson_r, spearman_rho, success_rates
 from workbench.ranking.pipeline import candidate_pairs, rollout_table
-from workbench.ranking.sampling import RolloutIndex
+from workbench.ranking.sampling import RolloutIndex, present
 from workbench.runner import run
 
 METHODS = ("success", "preference")
@@ -175,21 +175,18 @@ def reference_table(reference: pd.DataFrame, level: float = 0.95) -> pd.DataFram
 def judge_episode_pairs(pool: pd.DataFrame, judge: Judge, seed: int = 0) -> pd.DataFrame:
     """Ask ``judge`` once per candidate pair per shared pool episode (random A/B).
 
-    Columns of :func:`~workbench.ranking.pipeline.candidate_pairs`, plus policy_a,
-    policy_b, winner ('A'/'B'/None) and winner_policy. A judge with ``compare_many``
+    Columns of :func:`~workbench.ranking.pipeline.candidate_pairs`, plus a_is_i and
+    the presented policy_a/b, rollout_a/b (:func:`~workbench.ranking.sampling.present`),
+    winner ('A'/'B'/None) and winner_policy. A judge with ``compare_many``
     (the VLM judge) gets every question in one call.
     """
     pairs = candidate_pairs(pool)
     rng, index = np.random.default_rng(seed), RolloutIndex(pool)
-    a_is_i = rng.random(len(pairs)) < 0.5
-    shown_a = np.where(a_is_i, pairs["rollout_i"], pairs["rollout_j"])
-    shown_b = np.where(a_is_i, pairs["rollout_j"], pairs["rollout_i"])
+    pairs = present(pairs.assign(a_is_i=rng.random(len(pairs)) < 0.5))
     questions = [(index.ref(a), index.ref(b), task)
-                 for a, b, task in zip(shown_a, shown_b, pairs["task"])]
+                 for a, b, task in zip(pairs["rollout_a"], pairs["rollout_b"], pairs["task"])]
     answers = (judge.compare_many(questions) if hasattr(judge, "compare_many")
                else [judge.compare(*q) for q in questions])
-    pairs["policy_a"] = np.where(a_is_i, pairs["policy_i"], pairs["policy_j"])
-    pairs["policy_b"] = np.where(a_is_i, pairs["policy_j"], pairs["policy_i"])
     pairs["winner"] = [answer.winner for answer in answers]
     pairs["winner_policy"] = np.where(pairs["winner"].eq("A"), pairs["policy_a"],
                                       np.where(pairs["winner"].eq("B"), pairs["policy_b"], None))
@@ -223,8 +220,6 @@ def episode_arrays(pool: pd.DataFrame, verdicts: pd.DataFrame, policies: Sequenc
 def _ranked(values: NDArray[np.float64], reference: NDArray[np.float64]) -> dict[str, float]:
     """Spearman, Pearson and MMRV of ``values`` against ``reference``; the
     correlations are NaN when either side is constant (no ranking to correlate)."""
-    if np.ptp(values) == 0 or np.ptp(reference) == 0:
-        return {"spearman": np.nan, "pearson": np.nan, "mmrv": mmrv(reference, values)}
     return {"spearman": spearman_rho(reference, values), "pearson": pearson_r(reference, values),
             "mmrv": mmrv(reference, values)}
 
