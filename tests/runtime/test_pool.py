@@ -10,6 +10,7 @@ import pytest
 
 import workbench
 from helper_policies import DiesAtStep, HashRecorder, OutOfMemoryAtStep, RaisesAtStep
+from run_outcomes import outcomes
 from workbench.config import PoolConfig
 from workbench.contracts.plan import plan_episodes
 from workbench.runtime.episode import EpisodeOptions
@@ -21,11 +22,6 @@ GRADED = dict(COMMON, policy="expert", policy_options={"defect": "noise", "level
 BATCHING = dict(COMMON, policy="wb_plugin.policies:ResidualExpert")
 # (workers, replicas, max batch): one to four workers, one or two replicas, batches of 1 to 8
 CONFIGS = [(1, 1, 1), (2, 1, 2), (4, 2, 2), (4, 1, 4), (8, 1, 8)]
-
-
-def outcomes(df):
-    return {r.episode_id: (bool(r.success), None if pd.isna(r.terminal_step)
-                           else int(r.terminal_step), int(r.steps)) for r in df.itertuples()}
 
 
 def pool_config(workers, replicas, batch, wait_ms=20.0):

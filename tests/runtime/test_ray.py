@@ -12,21 +12,16 @@ import sys
 import threading
 import time
 
-import pandas as pd
 import pytest
 import yaml
 
 ray = pytest.importorskip("ray", reason="ray is installed with the test extra")
 
 import workbench  # noqa: E402
+from run_outcomes import outcomes  # noqa: E402
 
 COMMON = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"], episodes=2,
               image_size=32, progress=False)
-
-
-def outcomes(df):
-    return {r.episode_id: (bool(r.success), None if pd.isna(r.terminal_step)
-                           else int(r.terminal_step), int(r.steps)) for r in df.itertuples()}
 
 
 @pytest.fixture(scope="module")
