@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from workbench.contracts.resources import ResourceMonitor, cpu_usage, gpu_busy, gpu_status
 
 SPIN_CPU_S = 1.0
@@ -29,8 +31,11 @@ def test_monitor_sees_a_busy_child_process():
         child = subprocess.Popen([sys.executable, "-c", SPIN])
         child.wait()
     usage = monitor.result
+    # the child's spin is counted; how much of a core that was over the window depends
+    # on what else the machine runs (CI failed a fixed 0.5 with two test processes), so
+    # cores_busy is checked as what it is defined to be
     assert usage.cpu_s >= 0.8 * SPIN_CPU_S, usage
-    assert usage.cores_busy > 0.5, usage
+    assert usage.cores_busy == pytest.approx(usage.cpu_s / usage.wall_s), usage
     assert usage.processes >= 2 and usage.peak_rss_bytes > 10_000_000
     assert usage.gpu.available or usage.gpu.reason
     assert set(usage.to_dict()) >= {"cores_busy", "peak_rss_bytes", "gpu_util_mean_pct"}
