@@ -56,21 +56,27 @@ def test_ray_shards_give_the_sequential_outcomes_and_write_rollouts(tmp_path, lo
     assert max(result.report.batch_sizes()) == 2  # the replica actor batched two workers
 
 
-def claimed(db, pattern="%"):
-    """Episodes claimed and not finished in ``db`` whose worker matches ``pattern``."""
-    if not os.path.exists(db):
-        return 0
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return conn.execute("SELECT count(*) FROM episodes WHERE status='claimed' "
-                            "AND worker LIKE ?", (pattern,)).fetchone()[0]
-
-
-def finished(db):
+def _query(db, sql, params=()):
+    """Rows of ``sql`` on the live records at ``db``; none while the driver has not yet
+    created the file or its episodes table (it may be polled between the two)."""
     if not os.path.exists(db):
         return []
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return conn.execute("SELECT episode_id, finished_at, steps FROM episodes "
-                            "WHERE status='finished' ORDER BY episode_id").fetchall()
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='episodes'").fetchone():
+            return []
+        return conn.execute(sql, params).fetchall()
+
+
+def claimed(db, pattern="%"):
+    """Episodes claimed and not finished in ``db`` whose worker matches ``pattern``."""
+    rows = _query(db, "SELECT count(*) FROM episodes WHERE status='claimed' "
+                      "AND worker LIKE ?", (pattern,))
+    return rows[0][0] if rows else 0
+
+
+def finished(db):
+    return _query(db, "SELECT episode_id, finished_at, steps FROM episodes "
+                      "WHERE status='finished' ORDER BY episode_id")
 
 
 def wait_for(condition, timeout_s=120.0):
