@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import yaml
@@ -18,7 +17,7 @@ import yaml
 ray = pytest.importorskip("ray", reason="ray is installed with the test extra")
 
 import workbench  # noqa: E402
-from run_outcomes import outcomes  # noqa: E402
+from run_outcomes import claimed, finished, outcomes, wait_for  # noqa: E402
 
 COMMON = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"], episodes=2,
               image_size=32, progress=False)
@@ -54,36 +53,6 @@ def test_ray_shards_give_the_sequential_outcomes_and_write_rollouts(tmp_path, lo
     assert df["video_path"].notna().sum() == 1  # the plan's first episode, as elsewhere
     assert {r["worker"].split("/")[1] for r in result.report.rows} <= {"worker-0", "worker-1"}
     assert max(result.report.batch_sizes()) == 2  # the replica actor batched two workers
-
-
-def _query(db, sql, params=()):
-    """Rows of ``sql`` on the live records at ``db``; none while the driver has not yet
-    created the file or its episodes table (it may be polled between the two)."""
-    if not os.path.exists(db):
-        return []
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='episodes'").fetchone():
-            return []
-        return conn.execute(sql, params).fetchall()
-
-
-def claimed(db, pattern="%"):
-    """Episodes claimed and not finished in ``db`` whose worker matches ``pattern``."""
-    rows = _query(db, "SELECT count(*) FROM episodes WHERE status='claimed' "
-                      "AND worker LIKE ?", (pattern,))
-    return rows[0][0] if rows else 0
-
-
-def finished(db):
-    return _query(db, "SELECT episode_id, finished_at, steps FROM episodes "
-                      "WHERE status='finished' ORDER BY episode_id")
-
-
-def wait_for(condition, timeout_s=120.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 SLOW = dict(COMMON, policy="helper_policies:SlowZero", policy_options={"delay_s": 0.01},
