@@ -46,8 +46,7 @@ from workbench.ranking.judges.offline import RolloutQuality, assess, pair_totals
 from workbench.ranking.metrics import mmrv, order_swap_consistency, spearman_rho
 from workbench.ranking.replay import replay_frames
 from workbench.ranking.sampling import RolloutIndex, convergence_curve, present
-from workbench.ranking.sampling import sample_comparisons
-from workbench.ranking.sampling import wins_from_preferences
+from workbench.ranking.sampling import sample_comparisons, wins_from_preferences
 from workbench.records.rollout import load_rollout
 from workbench.reports import read_video_frames
 from workbench.runner import run
@@ -247,9 +246,10 @@ def order_swap_audit(rollouts: pd.DataFrame, judge: Judge, n_pairs: int,
     """Judge up to ``n_pairs`` distinct rollout pairs (drawn without replacement) twice,
     as (x, y) and as (y, x) (appendix D.8).
 
-    Columns: the pair (see :func:`candidate_pairs`), a_is_i and the first
-    presentation (policy_a/b, rollout_a/b; see :func:`~workbench.ranking.sampling.present`), first and swapped (the answers, 'A'/'B'/None) and consistent (the
-    same video won both times; NaN when an answer was invalid). The consistency rate
+    Columns: the pair (see :func:`candidate_pairs`), a_is_i and the first presentation
+    (policy_a/b, rollout_a/b; see :func:`~workbench.ranking.sampling.present`), first
+    and swapped (the answers, 'A'/'B'/None) and consistent (the same video won both
+    times; NaN when an answer was invalid). The consistency rate
     is ``order_swap_consistency(audit["first"], audit["swapped"])``.
     """
     pool = candidate_pairs(rollouts)
