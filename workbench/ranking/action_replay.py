@@ -49,6 +49,16 @@ TABLE_COLUMNS = ("task", "trajectories", "real_success_rate", "replay_first_atte
                  "replay_within_n", "mean_attempts")
 
 
+def _require_finite(owner: Any, names: Sequence[str], positive: bool) -> None:
+    """Refuse, naming the field, any of ``owner``'s ``names`` that is not a finite
+    number > 0 (``positive``) or >= 0."""
+    bound = "> 0" if positive else ">= 0"
+    for name in names:
+        value = getattr(owner, name)
+        if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise ValueError(f"{name} must be a finite number {bound}, got {value}")
+
+
 @dataclass(frozen=True)
 class RealityGap:
     """How the "real" world differs from the nominal simulation.
@@ -72,14 +82,8 @@ class RealityGap:
     pose_noise_rad: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("friction_scale", "mass_scale", "damping_scale"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        for name in ("pose_noise_m", "pose_noise_rad"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        _require_finite(self, ("friction_scale", "mass_scale", "damping_scale"), positive=True)
+        _require_finite(self, ("pose_noise_m", "pose_noise_rad"), positive=False)
 
     @classmethod
     def none(cls) -> "RealityGap":
@@ -120,10 +124,7 @@ class ReplayConfig:
         if isinstance(self.n_attempts, bool) or int(self.n_attempts) != self.n_attempts \
                 or self.n_attempts < 1:
             raise ValueError(f"n_attempts must be an integer >= 1, got {self.n_attempts}")
-        for name in ("translation_m", "yaw_rad"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        _require_finite(self, ("translation_m", "yaw_rad"), positive=False)
 
 
 @dataclass(frozen=True)
