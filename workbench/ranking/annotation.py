@@ -282,13 +282,16 @@ def save_answers(answers: pd.DataFrame, directory: str | os.PathLike,
 class AnnotationLog:
     """One annotator's session over ``pairs``: what to show next, and their answers file.
 
-    Opening an existing file resumes: its answers are read back (they must be this
-    annotator's and this sample's) and answered pairs are skipped.
+    The file's folder is created when missing. Opening an existing file resumes: its
+    answers are read back (they must be this annotator's and this sample's) and answered
+    pairs are skipped. offered: the pair_ids to ask about (default: every pair); the
+    A/B coins are drawn over all of ``pairs`` either way, so a pair is shown the same
+    way whatever is offered.
 
     >>> import tempfile
     >>> pairs = pd.DataFrame({"pair_id": [0, 1], "task": "t", "rollout_a": ["x", "y"],
     ...                       "rollout_b": ["u", "v"]})
-    >>> path = Path(tempfile.mkdtemp()) / "ana.jsonl"
+    >>> path = Path(tempfile.mkdtemp()) / "answers" / "ana.jsonl"
     >>> log = AnnotationLog(path, "ana", pairs)
     >>> _ = log.record(int(log.next_pair()["pair_id"]), "invalid")
     >>> AnnotationLog(path, "ana", pairs).progress()
@@ -296,11 +299,19 @@ class AnnotationLog:
     """
 
     def __init__(self, path: str | os.PathLike, annotator: str, pairs: pd.DataFrame,
-                 seed: int = 0) -> None:
+                 seed: int = 0, offered: Sequence[int] | None = None) -> None:
         if not annotator.strip():
             raise ValueError("an annotator needs a non-empty name")
         self.path, self.annotator = Path(path), annotator
-        self.shown = presentation_order(pairs, annotator, seed)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sample = presentation_order(pairs, annotator, seed)
+        self.shown = self._sample
+        if offered is not None:
+            offered = {int(k) for k in offered}
+            unknown = sorted(offered - set(self._sample["pair_id"]))
+            if unknown:
+                raise ValueError(f"offered pairs {unknown[:5]} are not in this sample")
+            self.shown = self._sample[self._sample["pair_id"].isin(offered)].reset_index(drop=True)
         self.answers = (read_answers(self.path) if self.path.exists()
                         else pd.DataFrame(columns=[*ANSWER_COLUMNS, "source"]))
         self._check_resumed()
@@ -309,7 +320,7 @@ class AnnotationLog:
         others = sorted(set(self.answers["annotator"]) - {self.annotator})
         if others:
             raise ValueError(f"{self.path} holds answers of {others}, not of {self.annotator!r}")
-        rollouts = {int(r.pair_id): {r.shown_a, r.shown_b} for r in self.shown.itertuples()}
+        rollouts = {int(r.pair_id): {r.shown_a, r.shown_b} for r in self._sample.itertuples()}
         for r in self.answers.itertuples():
             if rollouts.get(int(r.pair_id)) != {r.shown_a, r.shown_b}:
                 raise ValueError(f"{self.path}: pair {r.pair_id} was answered for rollouts "
@@ -317,12 +328,12 @@ class AnnotationLog:
                                  f"pair {r.pair_id}; was the file written for another sample?")
 
     def answered(self) -> set[int]:
-        """pair_ids already answered."""
+        """pair_ids already answered (offered or not)."""
         return set(self.answers["pair_id"].astype(int))
 
     def progress(self) -> tuple[int, int]:
-        """(pairs answered, pairs in the sample)."""
-        return len(self.answered()), len(self.shown)
+        """(offered pairs answered, pairs offered)."""
+        return len(self.answered() & set(self.shown["pair_id"])), len(self.shown)
 
     def next_pair(self) -> pd.Series | None:
         """The first unanswered pair as shown (a :func:`presentation_order` row), or None."""
@@ -336,7 +347,7 @@ class AnnotationLog:
             raise ValueError(f"{self.annotator!r} already answered pair {pair_id}")
         shown = self.shown[self.shown["pair_id"] == pair_id]
         if shown.empty:
-            raise ValueError(f"pair {pair_id} is not in this sample")
+            raise ValueError(f"pair {pair_id} is not offered in this session")
         row = check_answer({"annotator": self.annotator, "pair_id": pair_id,
                             "shown_a": str(shown["shown_a"].iloc[0]),
                             "shown_b": str(shown["shown_b"].iloc[0]), "choice": choice,
@@ -379,39 +390,75 @@ def simulated_annotations(pairs: pd.DataFrame, reference: Mapping[int, str | Non
     return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
 
 
+REPLAY_TOLERANCE = 1e-6
+"""The largest gap between a replayed and a recorded trajectory state a video may show."""
+
+
 def render_pair_videos(pairs: pd.DataFrame, rollouts: pd.DataFrame, suite: str,
                        directory: str | os.PathLike, max_pairs: int | None = None,
                        frames: int = 24, fps: int = 8, image_size: int = 96,
-                       benchmark: str = "metaworld") -> pd.DataFrame:
+                       benchmark: str = "metaworld", seed: int = 0) -> pd.DataFrame:
     """Videos only where the annotators need them: for the first ``max_pairs`` pairs
     (all when None) that lack one, replay both rollouts and write ``frames`` frames
     spread over each episode as ``<rollout_id>.mp4`` in ``directory`` (software
-    rendering costs ~90 ms a frame; a file already there is reused). Returns ``pairs`` with video_a/video_b filled."""
+    rendering costs ~90 ms a frame; a file already there is reused; all replays share
+    one simulator, built with ``seed``: the rollouts' own). Returns ``pairs`` with
+    video_a/video_b filled."""
+    from workbench.benchmarks import make_benchmark
     from workbench.ranking.replay import replay_frames
     from workbench.records.media import write_video
 
     out, info = pairs.copy(), rollouts.set_index("rollout_id")
     for column in ("video_a", "video_b"):
         out[column] = out[column].astype(object) if column in out else None
-    for k in out.index[:max_pairs]:
-        for side in "ab":
-            video = out.at[k, f"video_{side}"]
-            if isinstance(video, str) and Path(video).exists():
-                continue
-            rid = str(out.at[k, f"rollout_{side}"])
-            target = Path(directory) / f"{rid.replace('/', '_')}.mp4"
-            if not target.exists():  # a rollout in several pairs is rendered once
-                shots, _ = replay_frames(suite, out.at[k, "task"], int(out.at[k, "init_id"]),
-                                         str(info.at[rid, "rollout_path"]), frames,
-                                         image_size, benchmark)
-                write_video(target, shots, fps)
-            out.at[k, f"video_{side}"] = str(target)
+    adapter = None
+    try:
+        for k in out.index[:max_pairs]:
+            for side in "ab":
+                video = out.at[k, f"video_{side}"]
+                if isinstance(video, str) and Path(video).exists():
+                    continue
+                rid = str(out.at[k, f"rollout_{side}"])
+                target = Path(directory) / f"{rid.replace('/', '_')}.mp4"
+                if not target.exists():  # a rollout in several pairs is rendered once
+                    adapter = adapter or make_benchmark(benchmark, suite=suite, seed=seed,
+                                                        image_size=image_size)
+                    path = str(info.at[rid, "rollout_path"])
+                    shots, gap = replay_frames(suite, out.at[k, "task"],
+                                               int(out.at[k, "init_id"]), path, frames,
+                                               image_size, benchmark, seed, adapter)
+                    if gap > REPLAY_TOLERANCE:
+                        raise RuntimeError(f"replaying {path} strayed {gap:.3g} from its recorded "
+                                           "trajectory: a video would not show the judged "
+                                           "rollout (was it recorded with another seed?)")
+                    write_video(target, shots, fps)
+                out.at[k, f"video_{side}"] = str(target)
+    finally:
+        if adapter is not None:
+            adapter.close()
     return out
+
+
+def has_video(path: Any) -> bool:
+    """Whether ``path`` names a video file that is there."""
+    return isinstance(path, (str, os.PathLike)) and bool(str(path)) and Path(path).is_file()
+
+
+def pairs_with_videos(pairs: pd.DataFrame) -> list[int]:
+    """pair_ids of ``pairs`` whose two rollouts both have a video file (``video_a`` and
+    ``video_b``), in pair order.
+
+    >>> pairs_with_videos(pd.DataFrame({"pair_id": [0], "video_a": [None], "video_b": ["x"]}))
+    []
+    """
+    videos = [pairs.get(f"video_{side}", pd.Series([None] * len(pairs), index=pairs.index))
+              for side in "ab"]
+    return [int(k) for k, a, b in zip(pairs["pair_id"], *videos) if has_video(a) and has_video(b)]
 
 
 def load_video(path: str | os.PathLike | None) -> tuple[bytes, str] | None:
     """(the file's bytes, its format such as "mp4") for a player, or None when there is
     no video (no path, or no file there)."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path) or not Path(path).is_file():
+    if not has_video(path):
         return None
     return Path(path).read_bytes(), Path(path).suffix.lstrip(".").lower() or "mp4"

@@ -75,16 +75,21 @@ class FrameGrabber(EpisodeObserver):
 
 
 def replay_frames(suite: str, task: str, init_id: int, rollout_path: str, count: int = 6,
-                  image_size: int = 96, benchmark: str = "metaworld",
-                  seed: int = 0) -> tuple[list[NDArray[np.uint8]], float]:
+                  image_size: int = 96, benchmark: str = "metaworld", seed: int = 0,
+                  adapter: BenchmarkAdapter | None = None
+                  ) -> tuple[list[NDArray[np.uint8]], float]:
     """``count`` frames spread over a recorded rollout (first and last included), and the
     largest gap between the replayed and the recorded trajectory state.
 
-    A frame strip costs ``count`` renders, not one per step.
+    A frame strip costs ``count`` renders, not one per step. adapter: an open adapter of
+    ``benchmark`` and ``suite`` at ``image_size`` to replay in (kept open, so several
+    replays build the simulator once); without one, one is made and closed.
     """
     rollout = load_rollout(rollout_path)
     wanted = set(np.linspace(0, rollout.steps, count).round().astype(int).tolist())
-    adapter = make_benchmark(benchmark, suite=suite, seed=seed, image_size=image_size)
+    own = adapter is None
+    if own:
+        adapter = make_benchmark(benchmark, suite=suite, seed=seed, image_size=image_size)
     try:
         policy = ReplayPolicy(rollout, adapter.protocol.name)
         policy.load(LoadContext(adapter.protocol.name))
@@ -93,7 +98,8 @@ def replay_frames(suite: str, task: str, init_id: int, rollout_path: str, count:
                                                           int(init_id)),
                              observe_every_step=False, observers=[grabber])
     finally:
-        adapter.close()
+        if own:
+            adapter.close()
     if result.error_kind is not None:
         raise RuntimeError(f"replaying {rollout_path} failed: {result.error_message}")
     if result.steps != rollout.steps:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 import tempfile
+import weakref
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from workbench.config import EvalConfig, PoolConfig, as_config
+from workbench.contracts.resources import memory_held
 from workbench.runner import EvalRun, open_pool, open_ray_pool, run
 from workbench.runtime.agreement import outcome_agreement
 from workbench.runtime.pool import EvalPool
@@ -189,54 +191,119 @@ def agreement_table(config: ConfigLike, configurations: Sequence[PoolConfig]) ->
 def search_table(config: ConfigLike) -> tuple[SearchResult, pd.DataFrame]:
     """Run ``config`` with its concurrency search on (``search.enabled``), then the chosen
     configuration on the workload; returns the search result and a one-row table of the
-    chosen run (``search_s``: the search's seconds; ``e2e_s``: the whole call's;
+    chosen run, its time in parts that do not overlap: ``search_s`` (the probes),
+    ``setup_s`` (the rest of the start-up: processes, model loads, warm-up), ``eval_s``
+    (the episodes after the search) and ``e2e_s`` (the whole call).
     ``probe_episodes_recorded``: episodes the probes ran as the run's own, for a policy
-    that declares ``runtime_invariant``; the other columns count the episodes run after
-    the search)."""
+    that declares ``runtime_invariant``; ``episodes`` and the rates count the episodes
+    run after the search (0 when the probes ran the whole plan)."""
     with tempfile.TemporaryDirectory() as folder:
         result = run(_scratch(config, folder, backend="pool", run_id="searched",
                               search={"enabled": True}))
     search = result.search
-    row = run_row(result) | {"search_s": search.search_s, "probe_episodes_recorded":
-                             int(search.probes["episodes"].sum()) if search.counted else 0}
-    return result.search, pd.DataFrame([row])
+    row = run_row(result) | {
+        "search_s": search.search_s, "setup_s": max(result.report.setup_s - search.search_s, 0.0),
+        "probe_episodes_recorded": int(search.probes["episodes"].sum()) if search.counted else 0}
+    order = ["search_s", "setup_s", "eval_s", "e2e_s"]
+    columns = [c for c in row if c not in order]
+    at = columns.index("observations") + 1
+    return result.search, pd.DataFrame([row])[columns[:at] + order + columns[at:]]
+
+
+PROBE_COLUMNS = ("probe", "source", "label", "workers", "replicas", "max_batch", "wait_ms",
+                 "episodes", "successes", "steps_per_s", "busy_cores", "peak_mem_gib")
+"""The columns of :attr:`ProbeSession.table`, in order."""
 
 
 class ProbeSession:
-    """Short probes at chosen pool configurations on one warm pool, remembered in order.
+    """Probes by hand: the whole plan of ``config`` at exactly the pool configuration
+    asked, one probe after another, on one warm pool; remembered in order.
 
-    history: earlier probes to show beside the new ones (a search's probe table, say).
-    The pool starts on the first probe, sized ``max_workers`` x ``max_replicas``, and
-    stays warm until :meth:`close`.
+    Every probe runs all of the plan's episodes (``config.episodes`` per task) with the
+    concurrency search off, whatever ``config.search`` says, so the row it adds is the
+    configuration asked for and nothing else. history: earlier probes to show beside
+    the new ones (a search's probe table, say). The pool starts on the first probe,
+    sized ``max_workers`` x ``max_replicas``, stays warm between probes and is released
+    by :meth:`close_pool` (a later probe starts it again), by :meth:`close`, or when the
+    interpreter exits (a notebook's kernel shut down).
     """
 
     def __init__(self, config: ConfigLike, max_workers: int, max_replicas: int,
                  history: pd.DataFrame | None = None) -> None:
-        self.config = as_config(config)
+        self.config = as_config(config).replace(search={"enabled": False})
         self.max_workers, self.max_replicas = max_workers, max_replicas
-        self.pool: EvalPool | None = None
         self.rows: list[dict[str, Any]] = [] if history is None else [
             {**row, "source": row.get("source", "search")}
             for row in history.to_dict("records")]
         self._folder = tempfile.TemporaryDirectory()
+        self._held: list[EvalPool] = []  # the warm pool, if any (shared with the finalizer)
+        self._finalizer = weakref.finalize(self, _release, self._held, self._folder)
+
+    @property
+    def pool(self) -> EvalPool | None:
+        """The warm pool, or None when none is running."""
+        return self._held[0] if self._held else None
+
+    @property
+    def workload(self) -> str:
+        """What one probe runs, in words: ``"the whole plan: 4 episodes (1 task x 4)"``."""
+        tasks = self.config.task_names()
+        n = len(tasks) * self.config.episodes
+        return (f"the whole plan: {n} episode{'s' * (n != 1)} ({len(tasks)} "
+                f"task{'s' * (len(tasks) != 1)} x {self.config.episodes}), search off")
 
     def probe(self, pool_config: PoolConfig) -> dict[str, Any]:
-        """Run the workload once at ``pool_config``; returns the probe's row (also kept)."""
+        """Run the whole plan once at ``pool_config``; returns the probe's row (also kept).
+
+        Refuses a configuration beyond the session's ``max_workers`` x ``max_replicas``
+        or with more replicas than workers."""
+        if not isinstance(pool_config, PoolConfig):
+            raise ValueError(f"probe: expected a PoolConfig; got {type(pool_config).__name__}")
+        if pool_config.workers > self.max_workers or pool_config.replicas > self.max_replicas:
+            raise ValueError(f"this session's pool holds at most {self.max_workers} workers and "
+                             f"{self.max_replicas} replicas; got {pool_config.label}")
+        if pool_config.replicas > pool_config.workers:
+            raise ValueError(f"more replicas than workers leaves a replica without a worker; "
+                             f"got {pool_config.label}")
         base = _scratch(self.config, self._folder.name, backend="pool", warm_up=True)
-        if self.pool is None:
-            self.pool = open_pool(base, self.max_workers, self.max_replicas)
+        if not self._held:
+            self._held.append(open_pool(base, self.max_workers, self.max_replicas))
         result = run(base.replace(pool=pool_config, run_id=f"probe-{len(self.rows)}"),
-                     pool=self.pool)
-        row = probe_row(len(self.rows), result.report) | {"source": "manual"}
+                     pool=self._held[0])
+        row = probe_row(len(self.rows), result.report) | {
+            "source": "manual", "label": pool_config.label, "setup_s": result.report.setup_s}
         self.rows.append(row)
         return row
 
     @property
     def history(self) -> pd.DataFrame:
+        """Every probe so far (the given history first), all columns."""
         return pd.DataFrame(self.rows)
 
+    @property
+    def table(self) -> pd.DataFrame:
+        """:attr:`history` as shown: :data:`PROBE_COLUMNS`, one row per probe."""
+        rows = [row | {"label": row.get("label") or PoolConfig(
+                    int(row["workers"]), int(row["replicas"]), int(row["max_batch"])).label}
+                for row in self.rows]
+        return pd.DataFrame(rows).reindex(columns=list(PROBE_COLUMNS))
+
+    def memory_bytes(self) -> int:
+        """Memory the warm pool's processes hold now (PSS: shared pages counted once;
+        :func:`~workbench.contracts.resources.memory_held`); 0 without a pool."""
+        return memory_held(self.pool.pids()) if self.pool is not None else 0
+
+    def close_pool(self) -> None:
+        """Stop the warm pool's processes (a later probe starts a new pool)."""
+        while self._held:
+            self._held.pop().close()
+
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
-        self._folder.cleanup()
+        """Stop the pool and remove the probes' scratch records."""
+        self._finalizer()
+
+
+def _release(held: list[EvalPool], folder: tempfile.TemporaryDirectory) -> None:
+    while held:
+        held.pop().close()
+    folder.cleanup()
