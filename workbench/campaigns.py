@@ -27,12 +27,10 @@ keep. Several processes, or machines sharing the file, may run one campaign at o
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -41,6 +39,7 @@ import pandas as pd
 import workbench
 from workbench.config import EvalConfig, as_config
 from workbench.contracts.plan import plan_episodes, shard_episodes
+from workbench.records.provenance import package_versions, policy_source, run_provenance
 from workbench.records.store import RecordStore, holder_alive, outcome
 from workbench.reports.run_report import write_report
 from workbench.runner import EvalRun, run
@@ -75,28 +74,6 @@ def _config_hash(config: dict[str, Any]) -> str:
     return _sha256(json.dumps(config, sort_keys=True, default=str).encode())
 
 
-def _policy_source(config: EvalConfig) -> tuple[str | None, str | None]:
-    """(source file, its SHA-256) of the module defining the config's policy."""
-    target = config.policy_factory().load()
-    try:
-        path = inspect.getsourcefile(target)
-    except TypeError:
-        path = None
-    if path is None:
-        return None, None
-    return str(Path(path).resolve()), _sha256(Path(path).read_bytes())
-
-
-def _versions(modules: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for name in sorted({m.split(".")[0] for m in modules} - {"workbench"}):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
 def _workbench_root() -> Path:
     return Path(workbench.__file__).resolve().parent
 
@@ -115,7 +92,7 @@ def create_campaign(config: EvalConfig | Mapping[str, Any],
     adapter = config.benchmark_class
     plan = shard_episodes(plan_episodes(adapter.name, config.suite, config.task_names(),
                                         config.episodes), config.shards, config.shard)
-    source_file, source_hash = _policy_source(config)
+    source_file, source_hash = policy_source(config)
     files = source_hashes(_workbench_root())
     frozen = config.to_dict()
     manifest = {
@@ -123,7 +100,7 @@ def create_campaign(config: EvalConfig | Mapping[str, Any],
         "config": frozen,
         "benchmark": {"name": adapter.name, "suite": config.suite,
                       "protocol": adapter.protocol.name,
-                      "versions": _versions(adapter.preload)},
+                      "versions": package_versions(adapter.preload)},
         "policy": {"reference": frozen["policy"], "name": parts.policy_name,
                    "options": frozen["policy_options"], "source_file": source_file,
                    "source_hash": source_hash},
@@ -144,7 +121,8 @@ def create_campaign(config: EvalConfig | Mapping[str, Any],
                              "of its own")
         store.create_campaign(campaign_id, manifest)
         store.create_run(campaign_id, plan, frozen, policy=parts.policy_name,
-                         diagnostic=parts.capabilities.privileged)
+                         diagnostic=parts.capabilities.privileged,
+                         provenance=run_provenance(config))
     finally:
         store.close()
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
@@ -271,13 +249,20 @@ class Campaign:
         interrupted, in flight, unattempted."""
         return campaign_status(self.results())
 
-    def report(self, out_dir: str | Path | None = None) -> tuple[Path, Path]:
+    def report(self, out_dir: str | Path | None = None,
+               self_contained: bool = False) -> tuple[Path, Path]:
         """Write ``report.json``/``report.html`` and every episode's interaction history
-        page (``history/``)."""
+        page (``history/``), or one self-contained page (see
+        :func:`~workbench.reports.run_report.write_report`)."""
         out = Path(out_dir or self.folder)
         results = self.results()
         manifest = {k: v for k, v in self.manifest.items() if k != "sources"}
-        return write_report(results, out, manifest)
+        store = RecordStore(self.records_path)
+        try:
+            runs = store.run_details()
+        finally:
+            store.close()
+        return write_report(results, out, manifest, runs=runs, self_contained=self_contained)
 
 
 def campaign_status(results: pd.DataFrame) -> pd.DataFrame:

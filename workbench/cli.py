@@ -35,8 +35,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from workbench.config import load_config
     from workbench.contracts.results import summarize
-    from workbench.records.store import RecordStore
-    from workbench.reports.run_report import write_report
+    from workbench.reports.run_report import report_from_records
     from workbench.runner import run
     from workbench.runtime.search import format_search
 
@@ -45,17 +44,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         overrides["backend"] = args.backend
     if args.address is not None:
         overrides["ray.address"] = args.address
-    result = run(load_config(args.config, overrides))
+    result = run(load_config(args.config, overrides, "--set"))
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         for found in result.searches:
             print(format_search(found))
         print(summarize(result.results).to_string(index=False))
-    store = RecordStore(result.records_path)
-    try:
-        searches = store.searches(result.run_id)
-    finally:
-        store.close()
-    _, page = write_report(result.results, result.output_dir, searches=searches)
+    _, page = report_from_records(result.records_path, result.run_id, result.output_dir)
     print(f"records: {result.records_path} (run {result.run_id}); report: {page}")
     return 0
 
@@ -79,18 +73,10 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.records.store import RecordStore, load_results
-    from workbench.reports.run_report import write_report
+    from workbench.reports.run_report import report_from_records
 
-    results = load_results(args.db, args.run)
-    store = RecordStore(args.db)
-    try:
-        searches = [s for s in store.searches()
-                    if s["run_id"] in set(results["run_id"].dropna())]
-    finally:
-        store.close()
-    json_path, html_path = write_report(results, args.out or Path(args.db).parent,
-                                        searches=searches)
+    json_path, html_path = report_from_records(args.db, args.run, args.out,
+                                               self_contained=args.self_contained)
     print(f"{json_path}\n{html_path}")
     return 0
 
@@ -106,7 +92,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.action == "create":
         from workbench.config import load_config
 
-        campaign = create_campaign(load_config(args.target, _parse_set(args.set)), args.id)
+        campaign = create_campaign(load_config(args.target, _parse_set(args.set), "--set"),
+                                   args.id)
         print(f"created campaign {campaign.campaign_id}: {len(campaign.manifest['cases'])} "
               f"cases frozen in {campaign.records_path}")
         return 0
@@ -131,7 +118,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         else:
             print(_campaign_status_text(campaign))
         return 0
-    json_path, html_path = campaign.report(args.out)
+    json_path, html_path = campaign.report(args.out, self_contained=args.self_contained)
     print(f"{json_path}\n{html_path}")
     return 0
 
@@ -224,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db", help="records.sqlite of a run")
     p.add_argument("--run", default=None, help="only this run id")
     p.add_argument("--out", default=None, help="folder for the report (default: the db's)")
+    p.add_argument("--self-contained", action="store_true",
+                   help="embed videos, posters and interaction histories in report.html")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("campaign", help="frozen campaigns: create, run, status, report")
     p.add_argument("action", choices=["create", "run", "status", "report"])
@@ -237,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", default=None, help="run: why the retry (recorded)")
     p.add_argument("--json", action="store_true", help="status: as JSON")
     p.add_argument("--out", default=None, help="report: folder (default: the campaign's)")
+    p.add_argument("--self-contained", action="store_true",
+                   help="report: embed videos, posters and histories in report.html")
     p.set_defaults(func=cmd_campaign)
     p = sub.add_parser("serve", help="serve a benchmark as a SIM service (WebSocket)")
     p.add_argument("--benchmark", required=True)

@@ -30,6 +30,7 @@ import pandas as pd
 from workbench.config import EvalConfig, as_config
 from workbench.contracts.plan import plan_episodes, shard_episodes
 from workbench.contracts.rendering import use_headless_rendering
+from workbench.records.provenance import run_provenance
 from workbench.records.store import RecordStore
 from workbench.runtime.episode import EpisodeObserver
 from workbench.runtime.job import Components, Job, build_components
@@ -62,6 +63,38 @@ class EvalRun:
     search: SearchResult | None
     e2e_s: float
     searches: tuple[SearchResult, ...] = ()
+
+    @property
+    def report_path(self) -> Path | None:
+        """The run's ``report.html`` in ``output_dir``, once written (``workbench
+        report``, ``workbench eval``, or :func:`workbench.reports.report_from_records`);
+        None before."""
+        page = self.output_dir / "report.html"
+        return page if page.is_file() else None
+
+    def _repr_html_(self) -> str:
+        """In a notebook: what ran, the per-task summary, and where records and report are."""
+        import html
+        import os
+
+        from workbench.contracts.display import frame_table, heading
+        from workbench.contracts.results import summarize
+
+        finished = self.results[self.results["status"].eq("finished")]
+        now = len(self.report.rows)
+        detail = (f"run {self.run_id}: {len(finished)} of {len(self.results)} episodes "
+                  f"recorded, {now} in this call ({self.report.backend}, "
+                  f"{self.e2e_s:.1f} s)" if now else
+                  f"run {self.run_id}: all {len(finished)} episodes already recorded; nothing "
+                  "ran in this call")
+        report = self.report_path
+        where = (f"<a href='{html.escape(os.path.relpath(report))}' target='_blank'>report</a>"
+                 if report else f"no report yet (<code>workbench report "
+                 f"{html.escape(str(self.records_path))}</code>)")
+        return (heading("EvalRun", detail)
+                + (frame_table(summarize(self.results)) if len(self.results) else "")
+                + f"<p>records <code>{html.escape(str(self.records_path))}</code> &middot; "
+                f"{where}</p>")
 
 
 def _sequential(job: Job, pool: EvalPool | None,
@@ -142,7 +175,8 @@ def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:
                          config.episodes)
     plan = shard_episodes(plan, config.shards, config.shard)
     run_id = store.create_run(config.resolved_run_id(), plan, config.to_dict(),
-                              policy=parts.policy_name, diagnostic=parts.capabilities.privileged)
+                              policy=parts.policy_name, diagnostic=parts.capabilities.privileged,
+                              provenance=run_provenance(config))
     store.recover(run_id)  # a crashed earlier attempt: recorded, never retried
     return Job(config, parts, plan, store, run_id)
 

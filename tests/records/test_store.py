@@ -77,6 +77,27 @@ def test_a_records_file_from_before_the_usage_columns_gains_them(tmp_path):
     assert s.results("run")["policy_calls"].max() == 1
 
 
+def test_a_run_keeps_where_it_was_made_and_notes_each_resume_on_other_code(tmp_path):
+    s = RecordStore(tmp_path / "r.sqlite")
+    made = {"workbench_version": "0.1.0", "commit": "a" * 40, "dirty": False,
+            "python": "3.11.7", "platform": "Linux", "host": "h1", "recorded": "t0"}
+    s.create_run("run", PLAN, {}, provenance=made)
+    s.create_run("run", PLAN, {}, provenance=made | {"recorded": "t1"})  # same code: nothing
+    assert s.provenance("run") == made
+    later = made | {"commit": "b" * 40, "dirty": True}
+    s.create_run("run", PLAN, {}, provenance=later | {"recorded": "t2"})
+    s.create_run("run", PLAN, {}, provenance=later | {"recorded": "t3"})  # as the last: nothing
+    s.create_run("run", PLAN, {}, provenance=made | {"host": "h2", "recorded": "t4"})
+    kept = s.provenance("run")
+    assert {k: v for k, v in kept.items() if k != "resumed"} == made
+    assert [(r["commit"][0], r["host"], r["recorded"]) for r in kept["resumed"]] == \
+        [("b", "h1", "t2"), ("a", "h2", "t4")]
+    s.create_run("other", PLAN, {})
+    assert s.provenance("other") is None
+    assert s.run_details() == {"run": {"config": {}, "provenance": kept},
+                               "other": {"config": {}, "provenance": None}}
+
+
 def _claim_all(path, worker, queue):
     s = RecordStore(path)
     queue.put([e.episode_id for e in PLAN if s.claim("run", e.episode_id, worker)])

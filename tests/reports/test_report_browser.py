@@ -45,13 +45,36 @@ def report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def chromium():
     with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        context = chromium.new_context(java_script_enabled=False,
-                                       viewport={"width": 1400, "height": 1000})
-        yield context
-        chromium.close()
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """Pages open with JavaScript off: a report needs none."""
+    return chromium.new_context(java_script_enabled=False, viewport={"width": 1400, "height": 1000})
+
+
+@pytest.fixture(scope="module")
+def player(chromium):
+    """A context with JavaScript on, to ask a <video> element whether it plays."""
+    return chromium.new_context(viewport={"width": 1400, "height": 1000})
+
+
+def video_duration(player, path: Path) -> float:
+    """Seconds of the report's first video, as Chromium decodes it (waits for its metadata)."""
+    page = player.new_page()
+    page.goto(path.as_uri())
+    video = page.locator("figure.video video").first
+    video.evaluate("v => v.load()")
+    page.wait_for_function("() => document.querySelector('figure.video video').readyState >= 1",
+                           timeout=20_000)
+    duration = video.evaluate("v => v.duration")
+    page.close()
+    return duration
 
 
 def open_page(context, path: Path):
@@ -104,8 +127,9 @@ def test_report_tables_render_with_counts_intervals_and_links(report, browser, t
     videos = page.locator("#episodes a.video")
     assert videos.count() == 1
     video = linked_file(videos.first)
-    assert video.is_file() and video.stat().st_size > 0
-    assert video.resolve() == Path(results["video_path"].dropna().iloc[0]).resolve()
+    recorded = Path(results["video_path"].dropna().iloc[0])
+    assert html_path.parent.resolve() in video.resolve().parents, "a copy inside the report"
+    assert video.read_bytes() == recorded.read_bytes() and video.stat().st_size > 0
     assert page.locator("#episodes a.history").count() == 3
 
     shot = tmp_path / "report.png"
@@ -137,3 +161,100 @@ def test_interaction_history_page_renders_one_block_per_call(report, browser):
     assert history.locator("p.checks").inner_text() == "The counters agree with the calls below."
     assert cell(history.locator("#termination tr").nth(1), "reason") == "step_limit"
     assert len(requests) == 1
+
+
+# -- a report that stands alone: its folder copied, or one self-contained file ----------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Records of two policies, the expert's first episode filmed, written by the CLI's
+    own road (``workbench eval`` writes report_from_records into the output folder)."""
+    out = tmp_path_factory.mktemp("records")
+    workbench.run(RUN | {"policy": "expert", "episodes": 2, "video": 1, "output_dir": str(out)})
+    workbench.run(RUN | {"policy": "zero", "max_steps": 20, "seed": 3, "output_dir": str(out)})
+    return out / "records.sqlite"
+
+
+def local_targets(page) -> list[str]:
+    """Every href and src of the page."""
+    return page.evaluate("() => [...document.querySelectorAll('[href],[src]')]"
+                         ".map(e => e.getAttribute('href') || e.getAttribute('src'))")
+
+
+def check_standalone_content(page, records):
+    """What a shared report must say on its own: configuration, provenance, chart."""
+    import subprocess
+
+    config = page.locator("#config")
+    shown(config)
+    runs = records["run_id"].unique().tolist()
+    assert page.locator("#config tr[data-key='image_size'] td.value").all_inner_texts() == \
+        ["32", "32"]
+    assert page.locator("#config tr[data-key='seed'] td.value").all_inner_texts() == ["0", "3"]
+    assert page.locator("#config tr[data-key='pool.workers']").count() == 1
+    provenance = page.locator("#provenance")
+    shown(provenance)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(workbench.__file__).parent).stdout.strip()
+    commit_row = provenance.locator("tr[data-key='commit'] td")
+    assert commit_row.all_inner_texts()[1:] == [head] * (len(runs) + 1)
+    version = provenance.locator("tr[data-key='workbench_version'] td")
+    assert version.all_inner_texts()[1:] == [workbench.__version__] * (len(runs) + 1)
+    assert page.locator("#method tr[data-key='source_hash']").count() == 1
+    assert "not recorded" not in page.locator("#method").inner_text()
+    chart = page.locator("#success-chart svg")
+    shown(chart)
+    assert chart.locator("text", has_text="success rate").count() >= 1
+    poster = page.locator("#episodes a.video img.poster")
+    assert poster.count() == 1
+    assert poster.evaluate("img => img.complete && img.naturalWidth") > 0
+
+
+def test_a_report_folder_works_when_copied_elsewhere(recorded, browser, player, tmp_path):
+    import shutil
+
+    from workbench.reports import report_from_records
+
+    _, html_path = report_from_records(recorded, out_dir=tmp_path / "made")
+    copy = shutil.copytree(html_path.parent, tmp_path / "elsewhere" / "report")
+    shutil.rmtree(html_path.parent)  # the original is gone: only the copy can answer
+    page, requests = open_page(browser, copy / "report.html")
+    check_standalone_content(page, load_results(recorded))
+    targets = [t for t in local_targets(page) if not t.startswith(("data:", "#"))]
+    assert len(targets) >= 4, targets  # a video link, a player and three history links
+    for target in targets:
+        assert not urllib.parse.urlparse(target).scheme, f"{target} leaves the folder"
+        resolved = (copy / urllib.parse.unquote(target)).resolve()
+        assert copy.resolve() in resolved.parents and resolved.is_file(), target
+    assert page.locator("figure.video video").count() == 1
+    assert video_duration(player, copy / "report.html") > 0
+    assert all(r.startswith(copy.resolve().as_uri()) for r in requests if not
+               r.startswith("data:"))
+
+
+def test_a_self_contained_report_is_one_file_that_carries_everything(recorded, browser, player,
+                                                                     tmp_path):
+    from workbench.cli import main
+
+    assert main(["report", str(recorded), "--out", str(tmp_path / "one"),
+                 "--self-contained"]) == 0
+    alone = tmp_path / "shared" / "report.html"
+    alone.parent.mkdir()
+    (tmp_path / "one" / "report.html").rename(alone)
+    assert sorted(p.name for p in alone.parent.iterdir()) == ["report.html"]
+    page, requests = open_page(browser, alone)
+    check_standalone_content(page, load_results(recorded))
+    targets = local_targets(page)
+    assert all(t.startswith(("data:", "#")) for t in targets), targets
+    assert [r for r in requests if not r.startswith("data:")] == [alone.as_uri()]
+    video = page.locator("figure.video video")
+    assert video.get_attribute("src").startswith("data:video/mp4;base64,")
+    assert video_duration(player, alone) > 0
+    histories = page.locator("section.history")
+    assert histories.count() == 3
+    row = page.locator("#episodes tr[data-episode]").filter(has_text="ZeroPolicy")
+    anchor = row.locator("a.history").get_attribute("href")
+    section = page.locator(f"section.history{anchor}")
+    assert section.locator("h3").first.inner_text() == "Interaction history"
+    assert section.locator("section.call").count() == 20

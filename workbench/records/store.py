@@ -126,6 +126,8 @@ _ADDED_COLUMNS = {"policy_calls": "INTEGER", "observations": "INTEGER",
                   "interactions_path": "TEXT", "interrupted": "INTEGER NOT NULL DEFAULT 0",
                   "attempt": "INTEGER NOT NULL DEFAULT 0", "holder": "TEXT",
                   "heartbeat_at": "REAL"}
+_ADDED_RUN_COLUMNS = {"provenance": "TEXT"}
+"""Columns of the runs table added later (older files gain them on open; NULL there)."""
 LEASE_S = 120.0
 """A holder on another host whose heartbeat is older than this is taken for dead."""
 HEARTBEAT_S = 5.0
@@ -189,10 +191,11 @@ class RecordStore:
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:
-        have = {row[1] for row in self._connect().execute("PRAGMA table_info(episodes)")}
-        for name, kind in _ADDED_COLUMNS.items():
-            if name not in have:
-                self._connect().execute(f"ALTER TABLE episodes ADD COLUMN {name} {kind}")
+        for table, added in (("episodes", _ADDED_COLUMNS), ("runs", _ADDED_RUN_COLUMNS)):
+            have = {row[1] for row in self._connect().execute(f"PRAGMA table_info({table})")}
+            for name, kind in added.items():
+                if name not in have:
+                    self._connect().execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -258,25 +261,66 @@ class RecordStore:
 
     # -- plan -------------------------------------------------------------------
     def create_run(self, run_id: str, plan: Sequence[EpisodeSpec], config: dict[str, Any],
-                   policy: str | None = None, diagnostic: bool = False) -> str:
-        """Freeze ``plan`` under ``run_id``. Re-opening a run with a different plan is refused."""
+                   policy: str | None = None, diagnostic: bool = False,
+                   provenance: dict[str, Any] | None = None) -> str:
+        """Freeze ``plan`` under ``run_id``. Re-opening a run with a different plan is refused.
+
+        provenance: where this invocation runs (:func:`~workbench.records.provenance.
+        run_provenance`); kept with the run, and appended to its ``resumed`` list when a
+        later invocation runs on other code or another host (keys ``code_keys``)."""
         digest = plan_hash(plan)
         policy = policy or str(config.get("policy", "policy"))
         with self._tx() as c:
-            row = c.execute("SELECT plan_hash FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            row = c.execute("SELECT plan_hash, provenance FROM runs WHERE run_id=?",
+                            (run_id,)).fetchone()
             if row is not None:
                 if row[0] != digest:
                     raise ValueError(f"run {run_id!r} exists in {self.path} with a different plan;"
                                      " use a new run id (plans are frozen)")
+                if provenance is not None:
+                    self._note_resumed(c, run_id, row[1], provenance)
                 return run_id
-            c.execute("INSERT INTO runs VALUES (?, ?, ?, ?)",
-                      (run_id, time.time(), digest, json.dumps(config, default=str)))
+            c.execute("INSERT INTO runs (run_id, created, plan_hash, config, provenance) "
+                      "VALUES (?, ?, ?, ?, ?)",
+                      (run_id, time.time(), digest, json.dumps(config, default=str),
+                       None if provenance is None else json.dumps(provenance, default=str)))
             c.executemany(
                 "INSERT INTO episodes (run_id, episode_id, benchmark, suite, task, episode_index,"
                 " init_state_id, seed, policy, diagnostic) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [(run_id, s.episode_id, s.benchmark, s.suite, s.task, s.episode_index,
                   s.init_state_id, s.seed, policy, int(diagnostic)) for s in sorted(plan)])
         return run_id
+
+    @staticmethod
+    def _note_resumed(c: sqlite3.Connection, run_id: str, stored: str | None,
+                      provenance: dict[str, Any]) -> None:
+        """Append ``provenance`` to the run's ``resumed`` list when its code facts (version,
+        commit, dirty, Python, platform, host) differ from the first and from the last."""
+        from workbench.records.provenance import CODE_KEYS
+
+        first = json.loads(stored) if stored else {}
+        last = (first.get("resumed") or [first])[-1]
+        facts = {k: provenance.get(k) for k in CODE_KEYS}
+        if all(last.get(k) == v for k, v in facts.items()):
+            return
+        first.setdefault("resumed", []).append({**facts, "recorded": provenance.get("recorded")})
+        c.execute("UPDATE runs SET provenance=? WHERE run_id=?",
+                  (json.dumps(first, default=str), run_id))
+
+    def provenance(self, run_id: str) -> dict[str, Any] | None:
+        """What :meth:`create_run` recorded of where the run was made (None: nothing)."""
+        row = self._connect().execute("SELECT provenance FROM runs WHERE run_id=?",
+                                      (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def run_details(self) -> dict[str, dict[str, Any]]:
+        """Per run id, its frozen ``config`` and its ``provenance`` (None where none was
+        recorded), in the order the runs were created."""
+        rows = self._connect().execute(
+            "SELECT run_id, config, provenance FROM runs ORDER BY created")
+        return {run_id: {"config": json.loads(config),
+                         "provenance": json.loads(provenance) if provenance else None}
+                for run_id, config, provenance in rows}
 
     def pending(self, run_id: str) -> list[str]:
         """Episode ids still ``planned`` (never claimed), in canonical order."""

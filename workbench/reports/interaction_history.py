@@ -48,7 +48,9 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.num{text-align:right}.warn{color:#a60}.note{color:#555}
 section.call{border:1px solid #bbb;border-radius:4px;padding:.2em 1em;margin:.6em 0}
 h3{font-size:100%;margin:.4em 0}
-code{font-size:90%}"""
+code{font-size:90%}
+figure.video{display:inline-block;margin:.4em}figure.video video{width:320px;background:#000}
+img.poster{width:96px;image-rendering:pixelated}figure.chart{margin:.4em 0}"""
 
 
 def interaction_history(source: str | os.PathLike) -> dict[str, Any]:
@@ -231,32 +233,42 @@ def html_table(table_id: str, header: Iterable[str],
 
 def history_html(data: dict[str, Any]) -> str:
     """The page of :func:`interaction_history`'s data."""
+    return html_page(f"interaction history {data['episode_id']}", history_body(data))
+
+
+def history_body(data: dict[str, Any], prefix: str = "", heading: str = "h1") -> str:
+    """The page's content without the page around it, to place in another page: its
+    tables' ids start with ``prefix``, its title is a ``heading`` (its sections one
+    level below)."""
     cameras = sorted({c for call in data["calls"] for c in call["observation"]["cameras"]})
-    body = (f"<h1>Interaction history</h1><p>episode <code>{esc(data['episode_id'])}</code> "
+    sub = f"h{int(heading[1]) + 1}"
+    body = (f"<{heading}>Interaction history</{heading}><p>episode "
+            f"<code>{esc(data['episode_id'])}</code> "
             f"&middot; run <code>{esc(data['run_id'])}</code> &middot; task "
             f"{esc(data['task'])}</p><p>instruction: {esc(data['instruction'])}</p>"
             f"<p class='pixels'>{PIXELS_NOTE} Cameras: "
             f"{esc(', '.join(cameras) or 'none')}.</p>"
-            f"<h2>Action</h2>{_action_table(data['action'])}"
-            f"<h2>Termination</h2>{_termination_table(data['termination'])}"
-            f"<h2>Counters</h2>{_counter_table(data)}"
-            f"<h2>Policy calls</h2><p class='note'>Unattempted actions were proposed but never "
-            f"executed (not uncertain). A rejection refused an action before execution; "
+            f"<{sub}>Action</{sub}>{_action_table(data['action'], prefix)}"
+            f"<{sub}>Termination</{sub}>{_termination_table(data['termination'], prefix)}"
+            f"<{sub}>Counters</{sub}>{_counter_table(data, prefix)}"
+            f"<{sub}>Policy calls</{sub}><p class='note'>Unattempted actions were proposed but "
+            f"never executed (not uncertain). A rejection refused an action before execution; "
             f"which vector it refused is not recorded.</p>"
-            + "".join(_call_html(c) for c in data["calls"]))
-    return html_page(f"interaction history {data['episode_id']}", body)
+            + "".join(_call_html(c, prefix) for c in data["calls"]))
+    return body
 
 
-def _action_table(action: dict[str, Any]) -> str:
-    return html_table("action", ["dim", "dtype", "low", "high", "meaning"], [({}, [
+def _action_table(action: dict[str, Any], prefix: str = "") -> str:
+    return html_table(f"{prefix}action", ["dim", "dtype", "low", "high", "meaning"], [({}, [
         ("num", esc(action["dim"])), ("", esc(action["dtype"])),
         ("", esc(_vector(action["low"]))), ("", esc(_vector(action["high"]))),
         ("", esc(action["meaning"]))])])
 
 
-def _termination_table(term: dict[str, Any]) -> str:
+def _termination_table(term: dict[str, Any], prefix: str = "") -> str:
     error = term["error"]
-    return html_table("termination", ["reason", "success", "terminal step", "steps", "error"],
+    return html_table(f"{prefix}termination",
+                      ["reason", "success", "terminal step", "steps", "error"],
                       [({}, [("reason", esc(term["reason"])), ("success", esc(term["success"])),
                              ("num terminal_step", esc(term["terminal_step"])),
                              ("num steps", esc(term["steps"])),
@@ -264,16 +276,16 @@ def _termination_table(term: dict[str, Any]) -> str:
                                            f"{error['kind']}: {error['message']}"))])])
 
 
-def _counter_table(data: dict[str, Any]) -> str:
+def _counter_table(data: dict[str, Any], prefix: str = "") -> str:
     counters = data["counters"]
-    table = html_table("counters", [k.replace("_", " ") for k in COUNTERS],
+    table = html_table(f"{prefix}counters", [k.replace("_", " ") for k in COUNTERS],
                        [({}, [(f"num {k}", esc(counters[k])) for k in COUNTERS])])
     if not data["checks"]:
         return table + "<p class='note checks'>The counters agree with the calls below.</p>"
     return table + "".join(f"<p class='warn checks'>{esc(p)}</p>" for p in data["checks"])
 
 
-def _call_html(call: dict[str, Any]) -> str:
+def _call_html(call: dict[str, Any], prefix: str = "") -> str:
     obs = call["observation"]
     features = "; ".join(f"<code>{esc(name)}</code> {esc(spec['dtype'])} {esc(spec['shape'])}"
                          for name, spec in obs["features"].items()) or "no features"
@@ -284,10 +296,10 @@ def _call_html(call: dict[str, Any]) -> str:
     return (f"<section class='call' data-call='{esc(call['call'])}'><h3>call "
             f"{esc(call['call'])} at step {esc(call['step'])}</h3><p class='observation'>"
             f"observation handed to the policy (pixels not included): {features}</p>"
-            f"{feedback}{_output_html(call)}{rejection}</section>")
+            f"{feedback}{_output_html(call, prefix)}{rejection}</section>")
 
 
-def _output_html(call: dict[str, Any]) -> str:
+def _output_html(call: dict[str, Any], prefix: str = "") -> str:
     output, controls = call["output"], call["controls"]
     if output["kind"] == "stop":
         return f"<p class='output'>stopped: {esc(output['reason'])}</p>"
@@ -301,7 +313,8 @@ def _output_html(call: dict[str, Any]) -> str:
             for i, action in enumerate(chunk)]
     summary = (f"<p class='output'>proposed a chunk of {len(chunk)}: {len(controls)} executed, "
                f"{len(call['unattempted'])} unattempted</p>")
-    return summary + html_table(f"chunk-{call['call']}", ["#", "proposed", "executed"], rows)
+    return summary + html_table(f"{prefix}chunk-{call['call']}", ["#", "proposed", "executed"],
+                                rows)
 
 
 def _fate(controls: list[dict[str, Any]], index: int) -> str:

@@ -23,6 +23,33 @@ def plot_success(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     return fig, ax
 
 
+def plot_success_intervals(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
+    """Success rate per task with its 95% Wilson interval, one marker per policy (the
+    ``ALL`` rows last), from a report's summary rows (columns ``policy``, ``task``,
+    ``success_rate``, ``success_low``, ``success_high``; rows without a rate are left
+    out)."""
+    rows = summary.dropna(subset=["success_rate"])
+    tasks = sorted(set(rows["task"]) - {"ALL"}) + (["ALL"] if rows["task"].eq("ALL").any() else [])
+    policies = sorted(rows["policy"].unique())
+    fig, ax = figure_axes(ax, figsize=(7, 0.8 + 0.35 * len(tasks) * max(len(policies), 1)))
+    height = 0.8 / max(len(policies), 1)
+    for k, (policy, part) in enumerate(rows.groupby("policy", sort=True)):
+        offset = (k - (len(policies) - 1) / 2) * height
+        y = np.array([tasks.index(t) for t in part["task"]]) + offset
+        rate = part["success_rate"].to_numpy(float)
+        low = part["success_low"].to_numpy(float)
+        high = part["success_high"].to_numpy(float)
+        errors = np.clip([rate - low, high - rate], 0.0, None)  # rounding: never below 0
+        ax.errorbar(rate, y, xerr=errors, fmt="o", capsize=3, label=policy)
+    ax.set_yticks(range(len(tasks)), tasks)
+    ax.invert_yaxis()
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_xlabel("success rate (95% Wilson interval)")
+    if len(policies) > 1:
+        ax.legend(fontsize=7, loc="best")
+    return fig, ax
+
+
 def read_video_frames(path: str, count: int = 6) -> list[np.ndarray]:
     """``count`` frames spread uniformly over an MP4 (first and last included)."""
     import imageio.v3 as iio

@@ -8,8 +8,13 @@ as unattempted: planned in the records, or cases of the manifest without a recor
 Totals are per benchmark and policy; nothing is summed across benchmarks or policies.
 
 The page also shows what was evaluated (method and benchmark, from the campaign
-manifest when given, else from the records), the budgets, the measured usage, and
-links to episode videos and interaction histories (:mod:`.interaction_history`).
+manifest when given, else from the records), where and with what code each run was
+made (its provenance: workbench version and commit, Python, platform, host, date) and
+its full configuration, the budgets, a chart of success per task with Wilson
+intervals, the measured usage, the videos (with posters) and every episode's
+interaction history (:mod:`.interaction_history`). The page stands alone: no scripts,
+no external resources, every link inside its folder (videos recorded elsewhere are
+copied in), or, with ``self_contained``, everything embedded in the one HTML file.
 It checks supplied records; it does not attest native execution or provider identity.
 
 >>> df = pd.DataFrame({"episode_id": ["a", "b", "c", "d"], "task": "t", "benchmark": "m",
@@ -36,7 +41,10 @@ import pandas as pd
 
 from workbench.contracts.results import ErrorKind
 from workbench.contracts.stats import wilson_interval
-from workbench.reports.interaction_history import esc, html_page, html_table, write_histories
+from workbench.records.provenance import code_provenance
+from workbench.reports.assets import carry, data_uri, figure_svg, file_uri, video_poster
+from workbench.reports.interaction_history import (esc, history_body, html_page, html_table,
+                                                   interaction_history, write_histories)
 
 SCORED = ("success", "task_failure", "policy_error")
 """Outcomes in the success denominator."""
@@ -86,26 +94,35 @@ def _interrupted(results: pd.DataFrame) -> pd.Series:
 
 
 def report_data(results: pd.DataFrame, manifest: dict[str, Any] | None = None,
-                searches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                searches: list[dict[str, Any]] | None = None,
+                runs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report's content: what was evaluated, ``summary`` (counts, success rates and
     95% Wilson intervals per benchmark, policy and task, then a row ``task='ALL'`` per
     benchmark and policy), ``usage`` (the same rows), and ``records`` (every episode,
     with its ``outcome``). ``manifest``: a campaign's manifest (``campaign_id`` required,
     every other key optional); its ``cases`` without a record count as unattempted.
     ``searches``: concurrency searches of these runs (``RecordStore.searches``): their
-    probe tables, decisions and choices."""
+    probe tables, decisions and choices. ``runs``: per run id, its frozen ``config`` and
+    ``provenance`` as recorded (``RecordStore.configs``, ``RecordStore.provenance``);
+    ``report`` says which workbench wrote the report, and when."""
     if manifest is not None and not manifest.get("campaign_id"):
         raise ValueError("a campaign manifest needs a campaign_id")
     frame = _with_cases(_complete(results), manifest)
     frame = frame.assign(outcome=episode_outcomes(frame))
     groups = list(frame.groupby(["benchmark", "policy", "task"], sort=True))
     totals = list(frame.groupby(["benchmark", "policy"], sort=True))
+    ran = sorted(frame["run_id"].dropna().unique().tolist())
+    runs = {r: (runs or {}).get(r) or {} for r in ran}
     return {
         "campaign": _campaign(manifest),
-        "benchmark": _benchmark(frame, manifest),
-        "method": _method(frame, manifest),
+        "benchmark": _benchmark(frame, manifest, runs),
+        "method": _method(frame, manifest, runs),
         "budgets": (manifest or {}).get("budgets"),
-        "runs": sorted(frame["run_id"].dropna().unique().tolist()),
+        "runs": ran,
+        "configs": {r: run.get("config") for r, run in runs.items()},
+        "provenance": {r: run.get("provenance") for r, run in runs.items()},
+        "report": {"written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   **code_provenance()},
         "policies": sorted(frame["policy"].dropna().unique().tolist()),
         "diagnostic": bool(frame["diagnostic"].eq(True).any()),
         "episodes": int(len(frame)),
@@ -119,21 +136,77 @@ def report_data(results: pd.DataFrame, manifest: dict[str, Any] | None = None,
 
 def write_report(results: pd.DataFrame, out_dir: str | os.PathLike,
                  manifest: dict[str, Any] | None = None,
-                 searches: list[dict[str, Any]] | None = None) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.html`` into ``out_dir`` (and each episode's
-    interaction history under ``out_dir/history``); returns the report's two paths."""
+                 searches: list[dict[str, Any]] | None = None,
+                 runs: dict[str, dict[str, Any]] | None = None,
+                 self_contained: bool = False) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` into ``out_dir``; returns their paths.
+
+    The page links only inside ``out_dir``: each episode's interaction history page goes
+    to ``out_dir/history``, and a video recorded outside ``out_dir`` is copied into
+    ``out_dir/videos``, so the folder can be copied or shared whole. With
+    ``self_contained`` the page embeds everything instead (videos, posters, histories),
+    and is the one file to share. See :func:`report_data` for the arguments."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = report_data(results, manifest, searches)
-    pages = write_histories(results, out / "history")
-    for record in data["records"]:
-        record["video_href"] = _href(record.get("video_path"), out)
-        page = pages.get(str(record.get("interactions_path")))
-        record["history_href"] = _href(page, out)
+    data = report_data(results, manifest, searches, runs)
+    pages = {} if self_contained else write_histories(results, out / "history")
+    for k, record in enumerate(data["records"]):
+        _attach_assets(record, k, out, pages, self_contained)
     json_path, html_path = out / "report.json", out / "report.html"
-    json_path.write_text(json.dumps(data, indent=1))
+    json_path.write_text(json.dumps(
+        {**data, "records": [_without_inline(r) for r in data["records"]]}, indent=1))
     html_path.write_text(report_html(data))
     return json_path, html_path
+
+
+def report_from_records(db: str | os.PathLike, run_id: str | None = None,
+                        out_dir: str | os.PathLike | None = None,
+                        self_contained: bool = False) -> tuple[Path, Path]:
+    """:func:`write_report` of a records file (every run in it, or ``run_id``), with the
+    runs' searches, configs and provenance; ``out_dir`` defaults to the file's folder."""
+    from workbench.records.store import RecordStore, load_results
+
+    results = load_results(db, run_id)
+    store = RecordStore(db)
+    try:
+        ran = set(results["run_id"].dropna())
+        searches = [s for s in store.searches() if s["run_id"] in ran]
+        runs = {r: run for r, run in store.run_details().items() if r in ran}
+    finally:
+        store.close()
+    return write_report(results, out_dir or Path(db).parent, searches=searches, runs=runs,
+                        self_contained=self_contained)
+
+
+def _attach_assets(record: dict[str, Any], k: int, out: Path, pages: dict[str, Path],
+                   self_contained: bool) -> None:
+    """The record's video (href, poster, source for a player) and history (href, and its
+    page's content when embedded)."""
+    video = record.get("video_path")
+    if video and Path(video).is_file():
+        poster = video_poster(video)
+        record["poster"] = None if poster is None else data_uri(poster, "image/png")
+        if self_contained:
+            record["video_src"], record["video_href"] = file_uri(video), f"#video-{k}"
+        else:
+            copied = carry(video, out, f"videos/{k:04d}-{Path(video).name}")
+            record["video_href"] = record["video_src"] = _href(copied, out)
+    interactions = record.get("interactions_path")
+    if not self_contained:
+        record["history_href"] = _href(pages.get(str(interactions)), out)
+        return
+    try:
+        record["history_inline"] = history_body(interaction_history(interactions),
+                                                prefix=f"h{k}-", heading="h3")
+        record["history_href"] = f"#history-{k}"
+    except (OSError, TypeError, ValueError):  # no file, or not an interaction file
+        record["history_href"] = None
+
+
+def _without_inline(record: dict[str, Any]) -> dict[str, Any]:
+    """A record for report.json: embedded bytes and page content left out."""
+    return {k: v for k, v in record.items() if k not in ("history_inline", "video_src", "poster")
+            and not (isinstance(v, str) and v.startswith("data:"))}
 
 
 # -- content --------------------------------------------------------------------
@@ -216,19 +289,42 @@ def _campaign(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
             "hashes": manifest.get("hashes")}
 
 
-def _benchmark(frame: pd.DataFrame, manifest: dict[str, Any] | None) -> dict[str, Any]:
+def _benchmark(frame: pd.DataFrame, manifest: dict[str, Any] | None,
+               runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     given = (manifest or {}).get("benchmark")
     if given:
         return {"source": "manifest", **given}
+    versions = _joined(runs, lambda run: (run.get("provenance") or {}).get("benchmark_versions"))
     return {"source": "records", "name": ", ".join(sorted(frame["benchmark"].dropna().unique())),
-            "suite": ", ".join(sorted(frame["suite"].dropna().unique())) or None}
+            "suite": ", ".join(sorted(frame["suite"].dropna().unique())) or None,
+            **({"versions": versions} if versions else {})}
 
 
-def _method(frame: pd.DataFrame, manifest: dict[str, Any] | None) -> dict[str, Any]:
+def _method(frame: pd.DataFrame, manifest: dict[str, Any] | None,
+            runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     given = (manifest or {}).get("policy")
     if given:
         return {"source": "manifest", **given}
-    return {"source": "records", "name": ", ".join(sorted(frame["policy"].dropna().unique()))}
+    method = {"source": "records", "name": ", ".join(sorted(frame["policy"].dropna().unique()))}
+    found = {"reference": lambda run: (run.get("config") or {}).get("policy"),
+             "options": lambda run: (run.get("config") or {}).get("policy_options"),
+             "source_file": lambda run: (run.get("provenance") or {}).get("policy_source_file"),
+             "source_hash": lambda run: (run.get("provenance") or {}).get("policy_source_hash")}
+    for key, read in found.items():
+        value = _joined(runs, read)
+        if value is not None:
+            method[key] = value
+    return method
+
+
+def _joined(runs: dict[str, dict[str, Any]], read: Any) -> Any:
+    """What ``read`` finds in the runs: the one value when they agree, else a mapping of
+    run id to value; None when no run has it."""
+    values = {r: read(run) for r, run in runs.items() if read(run) is not None}
+    distinct = {json.dumps(v, sort_keys=True, default=str) for v in values.values()}
+    if not values:
+        return None
+    return next(iter(values.values())) if len(distinct) == 1 else values
 
 
 def _href(path: Any, out: Path) -> str | None:
@@ -249,15 +345,103 @@ def report_html(data: dict[str, Any]) -> str:
     diagnostic = ("<p class='warn'>Diagnostic run: the policy read privileged simulator "
                   "state; these are not capability scores.</p>" if data["diagnostic"] else "")
     body = (f"<h1>{esc(title)}</h1>{_identity(data)}{diagnostic}"
-            f"<h2>Method</h2>{_mapping_table('method', data['method'], 'options and source hash')}"
+            f"<h2>Method</h2>{_mapping_table('method', data['method'], METHOD_KEYS)}"
             f"<h2>Benchmark</h2>"
-            f"{_mapping_table('benchmark', data['benchmark'], 'protocol and versions')}"
+            f"{_mapping_table('benchmark', data['benchmark'], BENCHMARK_KEYS)}"
             f"<h2>Budgets</h2>{_budgets(data['budgets'])}"
-            f"<h2>Success per task</h2>{_summary_table(data['summary'])}{_denominator_note()}"
+            f"<h2>Success per task</h2>{_chart(data['summary'])}"
+            f"{_summary_table(data['summary'])}{_denominator_note()}"
             f"<h2>Measured usage</h2>{_usage_table(data['usage'])}"
             f"{_searches(data.get('searches') or [])}"
-            f"<h2>Episodes</h2>{_episode_table(data['records'])}")
+            f"<h2>Episodes</h2>{_episode_table(data['records'])}{_videos(data['records'])}"
+            f"<h2>Provenance</h2>{_provenance_table(data)}"
+            f"<h2>Configuration</h2>{_config_table(data['configs'])}"
+            f"{_histories(data['records'])}")
     return html_page(title, body)
+
+
+METHOD_KEYS = ("reference", "options", "source_file", "source_hash")
+BENCHMARK_KEYS = ("suite", "versions")
+PROVENANCE_ROWS = [("recorded (UTC)", "recorded"), ("workbench version", "workbench_version"),
+                   ("commit", "commit"), ("uncommitted changes", "dirty"),
+                   ("Python", "python"), ("platform", "platform"), ("host", "host")]
+
+
+def _provenance_table(data: dict[str, Any]) -> str:
+    """Where and with what code each run was made, and who wrote this report."""
+    columns = {run: prov or {} for run, prov in data["provenance"].items()}
+    columns["this report"] = {**data["report"], "recorded": data["report"]["written"]}
+    rows = [({"data-key": key}, [("", esc(label))]
+             + [("", esc(_plain(c.get(key)))) for c in columns.values()])
+            for label, key in PROVENANCE_ROWS]
+    table = html_table("provenance", ["", *[f"run {r}" for r in data["provenance"]],
+                                      "this report"], rows)
+    notes = [f"<p class='warn'>run {esc(run)} was resumed on other code or another host: "
+             + "; ".join(esc(", ".join(f"{k} {_plain(v)}" for k, v in later.items()))
+                         for later in prov["resumed"]) + "</p>"
+             for run, prov in data["provenance"].items() if prov and prov.get("resumed")]
+    missing = [r for r, prov in data["provenance"].items() if not prov]
+    if missing:
+        notes.append(f"<p class='note'>No provenance was recorded for {esc(', '.join(missing))} "
+                     "(records written before it was).</p>")
+    return table + "".join(notes)
+
+
+def _config_table(configs: dict[str, dict[str, Any] | None]) -> str:
+    """Every key of each run's frozen config (a section's keys as ``section.key``)."""
+    flat = {run: _flatten(config) for run, config in configs.items() if config}
+    if not flat:
+        return "<p class='note'>No configuration was given to this report.</p>"
+    keys = list(dict.fromkeys(k for config in flat.values() for k in config))
+    return html_table("config", ["key", *[f"run {r}" for r in flat]], [
+        ({"data-key": key}, [("key", f"<code>{esc(key)}</code>")]
+         + [("value", esc(_plain(config.get(key)))) for config in flat.values()])
+        for key in keys])
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and key not in ("policy_options", "benchmark_options"):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _chart(summary: list[dict[str, Any]]) -> str:
+    """Success per task with Wilson intervals, as an inline SVG (nothing when no task
+    has a rate)."""
+    from workbench.reports.plots import plot_success_intervals
+
+    rows = pd.DataFrame(summary)
+    if rows.empty or rows["success_rate"].isna().all():
+        return ""
+    fig, _ = plot_success_intervals(rows)
+    return f"<figure class='chart' id='success-chart'>{figure_svg(fig)}</figure>"
+
+
+def _videos(records: list[dict[str, Any]]) -> str:
+    """A player per episode video, with its poster."""
+    shown = [(k, r) for k, r in enumerate(records) if r.get("video_src")]
+    if not shown:
+        return ""
+    return "<h2>Videos</h2>" + "".join(
+        f"<figure class='video' id='video-{k}'><video controls preload='none' "
+        f"src='{esc(r['video_src'])}'" + (f" poster='{esc(r['poster'])}'" if r.get("poster")
+                                           else "")
+        + f"></video><figcaption><code>{esc(r['episode_id'])}</code> ({esc(r['outcome'])})"
+        "</figcaption></figure>" for k, r in shown)
+
+
+def _histories(records: list[dict[str, Any]]) -> str:
+    """Embedded interaction histories (a self-contained report's), one section each."""
+    shown = [(k, r) for k, r in enumerate(records) if r.get("history_inline")]
+    if not shown:
+        return ""
+    return "<h2>Interaction histories</h2>" + "".join(
+        f"<section class='history' id='history-{k}'>{r['history_inline']}</section>"
+        for k, r in shown)
 
 
 SEARCH_COLUMNS = [("probe", "probe"), ("workers", "workers"), ("replicas", "replicas"),
@@ -304,11 +488,12 @@ def _identity(data: dict[str, Any]) -> str:
     return "<p class='identity'>" + " &middot; ".join(parts) + "</p>"
 
 
-def _mapping_table(table_id: str, values: dict[str, Any], unrecorded: str) -> str:
-    rows = [({}, [("", esc(key.replace("_", " "))), ("", esc(_plain(value)))])
+def _mapping_table(table_id: str, values: dict[str, Any], expected: tuple[str, ...]) -> str:
+    rows = [({"data-key": key}, [("", esc(key.replace("_", " "))), ("", esc(_plain(value)))])
             for key, value in values.items()]
-    if values.get("source") == "records":
-        rows.append(({}, [("", "note"), ("", f"no manifest given: {unrecorded} not recorded")]))
+    missing = [k.replace("_", " ") for k in expected if values.get(k) is None]
+    if missing:
+        rows.append(({}, [("", "note"), ("", esc(f"not recorded: {', '.join(missing)}"))]))
     return html_table(table_id, [], rows)
 
 
@@ -395,7 +580,7 @@ def _episode_cells(r: dict[str, Any]) -> list[tuple[str, str]]:
             ("num", esc(_whole(r.get("terminal_step")))), ("num", esc(_whole(r.get("steps")))),
             ("num", esc(_whole(r.get("policy_calls")))), ("num", esc(_whole(r.get("decisions")))),
             ("num", esc(None if wall is None else f"{wall:.2f}")), ("error", esc(error)),
-            ("", _link(r.get("video_href"), "video", "mp4")),
+            ("", _video_link(r)),
             ("", _link(r.get("history_href"), "history", "calls")
              or ("unreadable" if r.get("interactions_path") else ""))]
 
@@ -407,3 +592,10 @@ def _whole(value: Any) -> Any:
 
 def _link(href: str | None, cls: str, text: str) -> str:
     return "" if not href else f"<a class='{cls}' href='{esc(href)}'>{text}</a>"
+
+
+def _video_link(record: dict[str, Any]) -> str:
+    """The episode's video link: its poster when there is one, else "mp4"."""
+    poster = record.get("poster")
+    shown = f"<img class='poster' alt='video' src='{esc(poster)}'>" if poster else "mp4"
+    return _link(record.get("video_href"), "video", shown)
