@@ -136,6 +136,17 @@ def test_bad_overrides_and_files_get_clear_errors(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_set_typo_is_reported_as_the_set_not_as_the_file(tmp_path):
+    path = write_config(tmp_path / "c.yaml")
+    proc = cli("eval", path, "--set", "episdes=3", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--set episdes: unknown key 'episdes' (did you mean 'episodes'?)" in proc.stderr
+    assert str(path) not in proc.stderr, "the file holds no typo"
+    proc = cli("eval", path, "--set", "wokers.x=3", check=False)
+    assert "--set wokers.x: unknown key 'wokers'" in proc.stderr
+    assert not (tmp_path / "c" / "records.sqlite").exists()
+
+
 def _own_policy_env(path_entries):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path_entries)

@@ -71,3 +71,31 @@ def test_the_ranking_section_validates_itself():
         RankingConfig(checkpoints=[10, 40], comparisons_per_pair=20)
     with pytest.raises(ValueError, match="ranking.n_boot must be an integer >= 1"):
         RankingConfig(n_boot="many")
+
+
+def test_a_config_shows_in_a_notebook_what_differs_from_the_defaults():
+    from html.parser import HTMLParser
+
+    config = load_config(dict(benchmark="metaworld", suite="MT10", policy="expert",
+                              episodes=3, pool={"workers": 3}, policy_options={"level": 0.0}))
+    assert config.changed() == {"benchmark": "metaworld", "suite": "MT10", "policy": "expert",
+                                "episodes": 3, "policy_options": {"level": 0.0},
+                                "pool.workers": 3}
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.in_details = {"shown": [], "folded": []}, False
+
+        def handle_starttag(self, tag, attrs):
+            self.in_details |= tag == "details"
+
+        def handle_data(self, data):
+            if self.lasttag == "th":
+                self.rows["folded" if self.in_details else "shown"].append(data)
+
+    parsed = Rows()
+    parsed.feed(config._repr_html_())
+    assert parsed.rows["shown"] == list(config.changed())
+    assert len(parsed.rows["folded"]) == 44 and "search.min_gain" in parsed.rows["folded"]
+    assert config.resolved_run_id() in config._repr_html_()

@@ -410,6 +410,37 @@ class EvalConfig:
         suite = self.suite.replace(":", "_")
         return self.run_id or f"{self.policy_factory().label}-{suite}-{self.key()}"
 
+    # -- display -------------------------------------------------------------------------
+    def changed(self) -> dict[str, Any]:
+        """The settings that differ from their defaults, as plain data (a section's keys
+        as ``section.key``); benchmark, suite and policy always."""
+        plain, out = self.to_dict(), {}
+        for f in fields(self):
+            default = (f.default if f.default is not dataclasses.MISSING else
+                       f.default_factory() if f.default_factory is not dataclasses.MISSING
+                       else None)
+            if f.name in SECTIONS:
+                base = asdict(default)
+                out.update({f"{f.name}.{k}": v for k, v in plain[f.name].items() if base[k] != v})
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                out[f.name] = plain[f.name]
+            elif plain[f.name] != (dict(default) if isinstance(default, Mapping) else default):
+                out[f.name] = plain[f.name]
+        return out
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the run id, the settings that differ from the defaults, and
+        every setting under a fold."""
+        from workbench.contracts.display import heading, key_value_table
+
+        every = {k: v for k, v in self.to_dict().items() if k not in SECTIONS}
+        every.update({f"{name}.{k}": v for name in SECTIONS for k, v in
+                      asdict(getattr(self, name)).items()})
+        return (heading("EvalConfig", f"run {self.resolved_run_id()} ({self.backend} backend)")
+                + key_value_table(self.changed().items())
+                + f"<details><summary>all {len(every)} settings</summary>"
+                + key_value_table(every.items()) + "</details>")
+
     # -- conversions ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready): a class or factory given as an object is named by its
@@ -510,10 +541,12 @@ def _check_tasks(tasks: Any, suite: str, available: Sequence[str]) -> tuple[str,
     return tuple(tasks)
 
 
-def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None
-                ) -> EvalConfig:
+def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+                overrides_label: str = "override") -> EvalConfig:
     """An :class:`EvalConfig` from a YAML file or a mapping, with ``overrides`` applied;
-    a dotted override key (``pool.workers``) sets one key of a section."""
+    a dotted override key (``pool.workers``) sets one key of a section. An override
+    naming an unknown key is refused as ``overrides_label`` (the CLI's ``--set``), not
+    as the file's."""
     if isinstance(source, Mapping):
         data, where = dict(source), "config"
     else:
@@ -526,6 +559,12 @@ def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, 
             raise ValueError(f"{path}: not valid YAML: {exc}") from None
         where = str(path)
         data = check_mapping(where, data)
+    known = {f.name for f in fields(EvalConfig)}
+    for key in overrides or {}:
+        head = key.partition(".")[0]
+        if head not in known:
+            raise ValueError(f"{overrides_label} {key}: unknown key {head!r}"
+                             f"{_hint(head, known)}; known: {sorted(known)}")
     for key, value in (overrides or {}).items():
         head, _, rest = key.partition(".")
         if rest:

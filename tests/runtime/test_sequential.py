@@ -1,5 +1,7 @@
 """The sequential backend through the runner, and who is blamed when an episode fails."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,6 +104,38 @@ def test_running_a_config_again_resumes_and_a_crashed_claim_is_not_retried(tmp_p
     crashed = again.results.set_index("episode_id").loc["metaworld/MT10/reach-v3/0001"]
     assert crashed["error_kind"] == "infrastructure" and "interrupted" in crashed["error_message"]
     assert workbench.run(config).report.rows == []  # nothing left, nothing re-run
+
+
+def test_a_finished_run_run_again_says_so_in_one_line_and_records_where_it_ran(tmp_path,
+                                                                             capsys):
+    import subprocess
+
+    from workbench.records import RecordStore
+
+    config = workbench.load_config(dict(benchmark="metaworld", suite="MT1:reach-v3",
+                                        episodes=2, policy="expert", image_size=32,
+                                        output_dir=str(tmp_path)))
+    first = workbench.run(config)
+    out, err = capsys.readouterr()
+    assert "2/2" in err and "nothing to run" not in out
+    again = workbench.run(config)
+    out, err = capsys.readouterr()
+    assert again.report.rows == []
+    assert out.splitlines() == [f"expert on metaworld: all 2 episodes already recorded in "
+                                f"{first.records_path} (run {first.run_id}); nothing to run"]
+    assert "0/0" not in err and "ep/s" not in err, "no empty progress bar"
+    assert "nothing ran in this call" in again._repr_html_()
+    assert "2 of 2 episodes recorded, 2 in this call" in first._repr_html_()
+
+    store = RecordStore(first.records_path)
+    made = store.provenance(first.run_id)
+    store.close()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(workbench.__file__).parent).stdout.strip()
+    assert made["commit"] == head and made["workbench_version"] == workbench.__version__
+    assert made["policy_source_file"].endswith("workbench/policies/scripted.py")
+    assert len(made["policy_source_hash"]) == 64 and "resumed" not in made
+    assert set(made["benchmark_versions"]) == {"metaworld", "mujoco"}
 
 
 def test_video_films_the_plans_first_episodes_whatever_the_backend(tmp_path):

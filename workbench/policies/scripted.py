@@ -25,6 +25,7 @@ by construction (and measured in the tests) for validating rankings.
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -75,6 +76,7 @@ class ScriptedExpert(Policy):
         self._experts = ENV_POLICY_MAP
 
     def _reset(self, context: EpisodeContext) -> _ExpertEpisode:
+        silence_gain_warning()
         if context.task not in self._experts:
             raise ValueError(f"no scripted expert for task {context.task!r}")
         return _ExpertEpisode(self._experts[context.task](),
@@ -85,6 +87,23 @@ class ScriptedExpert(Policy):
         for defect, level in self.defects:
             action = _degrade(action, defect, level, ep)
         return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
+GAIN_WARNING = r"Constant\(s\) may be too high"
+"""What MetaWorld's experts warn whenever their own gains exceed the action range the
+environment clips to: harmless, and printed by every run."""
+
+
+def silence_gain_warning() -> None:
+    """Ignore :data:`GAIN_WARNING` where MetaWorld's experts raise it (their module only;
+    the same words from anywhere else still warn). Checked at every episode's reset, so a
+    caller that restores the warning filters (pytest does per test) does not bring it
+    back."""
+    for action, message, _, module, _ in warnings.filters:
+        if action == "ignore" and message is not None and message.pattern == GAIN_WARNING:
+            return
+    warnings.filterwarnings("ignore", message=GAIN_WARNING, category=UserWarning,
+                            module=r"metaworld\.policies\.policy")
 
 
 def _degrade(action: np.ndarray, defect: str, level: float, ep: _ExpertEpisode) -> np.ndarray:

@@ -116,9 +116,7 @@ def collect_graded_rollouts(suite: str, tasks: Sequence[str] | None, episodes: i
                             episodes=episodes, seed=seed, image_size=image_size,
                             output_dir=str(Path(output_dir) / name),
                             video=video if wants else "off", progress=False)
-        with warnings.catch_warnings():  # MetaWorld's experts warn about their own gains
-            warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
-            frames.append(rollout_table(run(config).results))
+        frames.append(rollout_table(run(config).results))
     return pd.concat(frames, ignore_index=True)
 
 

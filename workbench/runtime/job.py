@@ -78,9 +78,14 @@ class Job:
         return Path(self.config.output_dir).resolve()
 
     def sink(self, label: str) -> RecordSink:
-        """A sink over this run's records, its progress bar sized to what is pending."""
-        return RecordSink(self.store, self.run_id, label, len(self.store.pending(self.run_id)),
-                          self.config.progress)
+        """A sink over this run's records, its progress bar sized to what is pending; with
+        nothing pending, one line says so instead of an empty bar."""
+        pending = len(self.store.pending(self.run_id))
+        if not pending and self.config.progress:
+            print(f"{label}: all {len(self.plan)} episodes already recorded in "
+                  f"{self.store.path} (run {self.run_id}); nothing to run", flush=True)
+        return RecordSink(self.store, self.run_id, label, pending,
+                          self.config.progress and pending > 0)
 
     def videos(self) -> set[str]:
         """Episode ids to film (the plan's first N, see ``video``)."""

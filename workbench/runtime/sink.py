@@ -111,6 +111,21 @@ class RunReport:
     def steps(self) -> int:
         return sum(int(r["steps"]) for r in self.rows)
 
+    def _repr_html_(self) -> str:
+        """In a notebook: what this execution measured, one line a quantity."""
+        from workbench.contracts.display import heading, key_value_table
+
+        rows = [("configuration", self.pool.label if self.pool else None),
+                ("episodes", len(self.rows)), ("successes", self.successes),
+                ("steps", self.steps), ("set-up (s)", self.setup_s),
+                ("evaluation (s)", self.wall_s), ("steps/s", self.steps_per_s),
+                ("busy cores", self.busy_cores),
+                ("peak memory (GiB)", self.peak_rss_bytes / 2**30)]
+        if not math.isnan(self.gpu_util_pct):
+            rows.append(("GPU utilisation (%)", self.gpu_util_pct))
+        rows += [("stopped", failure) for failure in self.failures]
+        return heading("RunReport", f"{self.backend} backend") + key_value_table(rows)
+
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.wall_s if self.wall_s > 0 else 0.0
