@@ -421,27 +421,27 @@ def _chart(summary: list[dict[str, Any]]) -> str:
     return f"<figure class='chart' id='success-chart'>{figure_svg(fig)}</figure>"
 
 
+def _listed(records: list[dict[str, Any]], key: str, title: str, item: Any) -> str:
+    """A section titled ``title`` with ``item(k, record)`` for each record holding ``key``
+    (nothing when none does)."""
+    shown = [(k, r) for k, r in enumerate(records) if r.get(key)]
+    return f"<h2>{title}</h2>" + "".join(item(k, r) for k, r in shown) if shown else ""
+
+
 def _videos(records: list[dict[str, Any]]) -> str:
     """A player per episode video, with its poster."""
-    shown = [(k, r) for k, r in enumerate(records) if r.get("video_src")]
-    if not shown:
-        return ""
-    return "<h2>Videos</h2>" + "".join(
+    return _listed(records, "video_src", "Videos", lambda k, r: (
         f"<figure class='video' id='video-{k}'><video controls preload='none' "
         f"src='{esc(r['video_src'])}'" + (f" poster='{esc(r['poster'])}'" if r.get("poster")
                                            else "")
         + f"></video><figcaption><code>{esc(r['episode_id'])}</code> ({esc(r['outcome'])})"
-        "</figcaption></figure>" for k, r in shown)
+        "</figcaption></figure>"))
 
 
 def _histories(records: list[dict[str, Any]]) -> str:
     """Embedded interaction histories (a self-contained report's), one section each."""
-    shown = [(k, r) for k, r in enumerate(records) if r.get("history_inline")]
-    if not shown:
-        return ""
-    return "<h2>Interaction histories</h2>" + "".join(
-        f"<section class='history' id='history-{k}'>{r['history_inline']}</section>"
-        for k, r in shown)
+    return _listed(records, "history_inline", "Interaction histories", lambda k, r: (
+        f"<section class='history' id='history-{k}'>{r['history_inline']}</section>"))
 
 
 SEARCH_COLUMNS = [("probe", "probe"), ("workers", "workers"), ("replicas", "replicas"),
