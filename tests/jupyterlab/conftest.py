@@ -86,11 +86,12 @@ class Lab:
                             "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
                             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
                             "JUPYTER_CONFIG_DIR": str(home / "config"),
+                            "JUPYTER_DATA_DIR": str(home / "data"),
                             "IPYTHONDIR": str(home / "ipython")}
         self.log = (home / "server.log").open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-             "--ip=127.0.0.1", f"--port={self.port}", f"--ServerApp.token={TOKEN}",
+             "--ip=127.0.0.1", f"--port={self.port}", f"--IdentityProvider.token={TOKEN}",
              f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
              "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
             cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
