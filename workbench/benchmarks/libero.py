@@ -29,10 +29,11 @@ do), rendered only when asked for, at ``image_size``; ``state``, 16-D float32: e
 effector position (3) and quaternion (4), gripper joints (2), arm joints (7) (the
 first source paper's 16-D proprioception); ``state.eef8``, the 8-D state LeRobot and
 openpi clients use: end-effector position (3), axis-angle (3), gripper joints (2);
-``instruction``; privileged ``privileged.state``: LIBERO's object-state vector (its
+``state.controller8``, the same from the OSC controller's pose (vla-eval's
+``controller_states``); ``instruction``; privileged ``privileged.state``: LIBERO's object-state vector (its
 size depends on the task), and ``privileged.regions``: world xyz of each site the
-task's goal predicates name (for scripted diagnostics). Actions: 7-D end-effector delta (OSC pose) in [-1, 1],
-the gripper's sign binarised (> 0 closes).
+task's goal predicates name (for scripted diagnostics). Actions: 7-D end-effector
+delta (OSC pose) in [-1, 1], the gripper's sign binarised (> 0 closes).
 
 Set-up needs no manual step: LIBERO reads its paths from ``config.yaml`` under
 ``LIBERO_CONFIG_PATH``; the adapter points that at a workbench-owned folder and
@@ -57,7 +58,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from workbench.benchmarks.base import BenchmarkAdapter, StepResult, cache_dir
-from workbench.benchmarks.osc import eef8, state16
+from workbench.benchmarks.osc import controller8, eef8, state16
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
 
@@ -283,6 +284,8 @@ class LiberoAdapter(BenchmarkAdapter):
                 out[name] = state16(self._obs)
             elif name == "state.eef8":
                 out[name] = eef8(self._obs)
+            elif name == "state.controller8":
+                out[name] = controller8(self._env.robots[0], self._obs)
             elif name == "privileged.state":
                 out[name] = np.asarray(self._obs["object-state"], np.float32)
             elif name == "privileged.regions":

@@ -27,6 +27,23 @@ def state16(obs: Mapping[str, Any]) -> np.ndarray:
                           ).astype(np.float32)
 
 
+def controller8(robot: Any, obs: Mapping[str, Any]) -> np.ndarray:
+    """vla-eval's ``controller_states``: the OSC controller's end-effector position 3,
+    the axis-angle of its orientation matrix 3, the gripper joints 2 (the observation's).
+    robosuite 1.5 names the controller's pose ``ref_pos``/``ref_ori_mat`` on the arm's
+    part controller; earlier releases ``ee_pos``/``ee_ori_mat`` on ``robot.controller``."""
+    from scipy.spatial.transform import Rotation
+
+    controller = getattr(robot, "controller", None) or robot.part_controllers[robot.arms[0]]
+    position = getattr(controller, "ee_pos", None)
+    orientation = getattr(controller, "ee_ori_mat", None)
+    if position is None or orientation is None:
+        position, orientation = controller.ref_pos, controller.ref_ori_mat
+    quat = Rotation.from_matrix(np.asarray(orientation, np.float64)).as_quat(canonical=True)
+    return np.concatenate([np.asarray(position, np.float64), axis_angle(quat),
+                           obs["robot0_gripper_qpos"]]).astype(np.float32)
+
+
 def eef8(obs: Mapping[str, Any]) -> np.ndarray:
     """LeRobot/openpi's state: end-effector position 3, axis-angle 3, gripper joints 2."""
     return np.concatenate([obs["robot0_eef_pos"], axis_angle(obs["robot0_eef_quat"]),

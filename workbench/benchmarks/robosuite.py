@@ -12,7 +12,8 @@ or after ``step_limit`` (default 500) controls at 20 Hz.
 Canonical features, as for LIBERO: ``images.primary`` (``agentview``) and
 ``images.wrist`` (``robot0_eye_in_hand``), upright, rendered only when asked for;
 ``state`` (16-D: end-effector position 3, quaternion 4, gripper joints 2, arm joints
-7); ``state.eef8``; ``instruction``; privileged ``privileged.state`` (the task's
+7); ``state.eef8``; ``state.controller8``;
+``instruction``; privileged ``privileged.state`` (the task's
 object-state vector: the cube's pose in Lift, say).
 """
 
@@ -23,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
-from workbench.benchmarks.osc import eef8, state16
+from workbench.benchmarks.osc import controller8, eef8, state16
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
 
@@ -120,6 +121,8 @@ class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
                 out[name] = self.trajectory_state()
             elif name == "state.eef8":
                 out[name] = eef8(o)
+            elif name == "state.controller8":
+                out[name] = controller8(self._env.robots[0], o)
             elif name == "privileged.state":
                 out[name] = np.asarray(o["object-state"], np.float32)
             elif name == "instruction":

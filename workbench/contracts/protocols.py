@@ -183,6 +183,9 @@ _LIBERO = Protocol(
              "quaternion 4, gripper joints 2, arm joints 7"),
      Feature("state.eef8", "float32", (8,), "LeRobot/openpi state: end-effector position "
              "3, axis-angle 3, gripper joints 2", optional=True),
+     Feature("state.controller8", "float32", (8,), "vla-eval's controller state: the "
+             "OSC controller's end-effector position 3, axis-angle of its orientation 3, "
+             "gripper joints 2", optional=True),
      _INSTRUCTION),
     ActionContract(7, "float32", "end-effector delta (xyz, rpy) plus gripper", -1.0, 1.0),
     privileged=(Feature("privileged.state", "float32", (None,),

@@ -20,7 +20,7 @@ workbench.contracts.wire.WireError: malformed frame: not msgpack (FormatError)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 import numpy as np
@@ -56,10 +56,18 @@ def _pack(obj: Any) -> Any:
     raise WireError(f"a {type(obj).__name__} may not cross the wire")
 
 
-def encode(message: Any) -> bytes:
-    """``message`` as one msgpack frame (arrays as typed dicts)."""
+def encode(message: Any, default: Callable[[Any], Any] | None = None) -> bytes:
+    """``message`` as one msgpack frame (arrays as typed dicts). default: a hook tried
+    first for every value msgpack cannot pack (returning NotImplemented passes it on)."""
+    def pack(obj: Any) -> Any:
+        if default is not None:
+            packed = default(obj)
+            if packed is not NotImplemented:
+                return packed
+        return _pack(obj)
+
     try:
-        return msgpack.packb(message, default=_pack, use_bin_type=True)
+        return msgpack.packb(message, default=pack, use_bin_type=True)
     except WireError:
         raise
     except (TypeError, ValueError, OverflowError) as exc:
@@ -70,7 +78,9 @@ def _key(d: dict, name: str) -> Any:
     return d.get(name, d.get(name.encode()))
 
 
-def _unpack(d: dict) -> Any:
+def unpack_array(d: dict) -> Any:
+    """A typed dict read back (an array or a numpy scalar), checked; any other map with
+    its bytes keys as strings. Raises :class:`WireError` for a malformed one."""
     if _key(d, _ND) is True:
         data, dtype, shape = _key(d, "data"), _key(d, "dtype"), _key(d, "shape")
         if not isinstance(data, bytes) or not isinstance(dtype, str) or \
@@ -98,14 +108,27 @@ def _unpack(d: dict) -> Any:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
 
 
-def decode(frame: bytes, max_bytes: int = MAX_FRAME_BYTES) -> Any:
-    """The message in ``frame``; raises :class:`WireError` for anything malformed."""
+def _hooked(hook: Callable[[dict], Any] | None) -> Callable[[dict], Any]:
+    if hook is None:
+        return unpack_array
+
+    def unpack(d: dict) -> Any:
+        value = hook(d)
+        return unpack_array(d) if value is NotImplemented else value
+    return unpack
+
+
+def decode(frame: bytes, max_bytes: int = MAX_FRAME_BYTES,
+           hook: Callable[[dict], Any] | None = None) -> Any:
+    """The message in ``frame``; raises :class:`WireError` for anything malformed.
+    hook: tried first on every map (returning NotImplemented passes it on), for a
+    wire's own typed dicts (vla-eval's images)."""
     if not isinstance(frame, (bytes, bytearray)):
         raise WireError("malformed frame: expected a binary msgpack frame, got text")
     if len(frame) > max_bytes:
         raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {max_bytes}")
     try:
-        return msgpack.unpackb(bytes(frame), object_hook=_unpack, raw=False,
+        return msgpack.unpackb(bytes(frame), object_hook=_hooked(hook), raw=False,
                                strict_map_key=False)
     except WireError:
         raise

@@ -66,10 +66,12 @@ def build_net(cameras: int, chunk_size: int, action_dim: int, state_dim: int,
 
 
 class VisionPolicy(Policy):
-    """Reads ``cameras`` plus ``state`` and ``instruction``; emits ``(chunk_size, dim)`` chunks.
+    """Reads ``cameras`` plus a state and ``instruction``; emits ``(chunk_size, dim)`` chunks.
 
     protocol: the protocol it speaks (the runner passes the benchmark's when a config
-    names none; trained weights carry their own).
+    names none; trained weights carry their own); state_feature: which state it reads
+    (``state``, or ``state.eef8``, the 8-D LIBERO state openpi's and LeRobot's clients
+    send).
     """
 
     name = "vision"
@@ -78,9 +80,10 @@ class VisionPolicy(Policy):
     def __init__(self, protocol: str | None = None, chunk_size: int = 8,
                  cameras: Sequence[str] = ("images.primary", "images.wrist"),
                  weights: str | None = None, seed: int = 0, max_batch: int = 64,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, state_feature: str = "state") -> None:
         super().__init__()
         self.chunk_size, self.cameras = chunk_size, tuple(cameras)
+        self.state_feature = state_feature
         self.weights, self.seed, self.max_batch, self.threads = weights, seed, max_batch, threads
         self.net: Any = None
         self._blob: dict | None = None
@@ -98,12 +101,12 @@ class VisionPolicy(Policy):
             raise ValueError("VisionPolicy needs protocol=... (or weights that name one)")
         self.protocol = get_protocol(protocol)
         self.action_dim = self.protocol.action.dim
-        self.state_dim = self.protocol.feature("state").shape[0]
+        self.state_dim = self.protocol.feature(state_feature).shape[0]
 
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(action_protocol=self.protocol.name,
-                            features=self.cameras + ("state", "instruction"),
+                            features=self.cameras + (self.state_feature, "instruction"),
                             chunk_size=self.chunk_size, native_batching=True,
                             max_batch=self.max_batch)
 
@@ -144,7 +147,8 @@ class VisionPolicy(Policy):
 
         images = np.stack([np.stack([o[c] for c in self.cameras]) for o in observations])
         images_t = torch.from_numpy(images).to(self.device).permute(0, 1, 4, 2, 3).float() / 255
-        state = torch.from_numpy(np.stack([o["state"] for o in observations])).to(self.device)
+        state = torch.from_numpy(np.stack([o[self.state_feature] for o in observations])).to(
+            self.device)
         token_lists = [hash_tokens(o["instruction"]) or [0] for o in observations]
         offsets = torch.tensor(np.cumsum([0] + [len(t) for t in token_lists[:-1]]),
                                device=self.device)
