@@ -12,9 +12,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import yaml
+
+from workbench.contracts.wire import MAX_FRAME_BYTES
 
 
 def _parse_set(items: Sequence[str]) -> dict:
@@ -157,6 +159,11 @@ def cmd_serve_policy(args: argparse.Namespace) -> int:
     from workbench.service.policy_server import run_policy_server
 
     args.options = _parse_set(args.set)
+    if args.keys is not None:
+        try:
+            args.keys = yaml.safe_load(args.keys)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--keys: not a YAML map: {exc}") from None
     return run_policy_server(args)
 
 
@@ -190,32 +197,47 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if table["status"].eq("ok").all() else 1
 
 
+DESCRIPTION = """Evaluate robot policies in simulation: fast, reproducible, quality-aware.
+
+Start with `workbench eval CONFIG`; every subcommand takes --help."""
+
+
+def _add(sub: Any, name: str, summary: str, func: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=summary, description=summary)
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workbench", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("eval", help="run an evaluation from a YAML config")
-    p.add_argument("config")
+    parser = argparse.ArgumentParser(prog="workbench", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = _add(sub, "eval", "Run an evaluation from a YAML config (resumes a run already "
+                          "recorded) and write its report.", cmd_eval)
+    p.add_argument("config", help="the YAML config file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (YAML value)")
+                   help="override a config key (YAML value; pool.workers=4 sets one key of "
+                        "a section); repeatable")
     p.add_argument("--backend", default=None, help="the backend (same as --set backend=...)")
     p.add_argument("--address", default=None,
                    help="the Ray cluster to join, 'auto' or HOST:PORT (same as --set "
                         "ray.address=...); without it Ray starts locally")
-    p.set_defaults(func=cmd_eval)
-    p = sub.add_parser("results", help="show the records of a run")
+    p = _add(sub, "results", "Show the records of a run: a per-task table, or one JSON "
+                             "object per episode.", cmd_results)
     p.add_argument("db", help="records.sqlite of a run")
     p.add_argument("--json", action="store_true", help="one JSON object per episode")
     p.add_argument("--run", default=None, help="only this run id")
-    p.set_defaults(func=cmd_results)
-    p = sub.add_parser("report", help="write report.json and report.html for a run")
+    p = _add(sub, "report", "Write report.json and a report.html that stands alone for "
+                            "the runs in a records file.", cmd_report)
     p.add_argument("db", help="records.sqlite of a run")
     p.add_argument("--run", default=None, help="only this run id")
     p.add_argument("--out", default=None, help="folder for the report (default: the db's)")
     p.add_argument("--self-contained", action="store_true",
                    help="embed videos, posters and interaction histories in report.html")
-    p.set_defaults(func=cmd_report)
-    p = sub.add_parser("campaign", help="frozen campaigns: create, run, status, report")
-    p.add_argument("action", choices=["create", "run", "status", "report"])
+    p = _add(sub, "campaign", "Frozen campaigns, each case attempted once: create, run, "
+                              "status, report.", cmd_campaign)
+    p.add_argument("action", choices=["create", "run", "status", "report"],
+                   help="what to do with the campaign")
     p.add_argument("target", help="create: a YAML config; otherwise the campaign's folder")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="create: override a config key; run: how it runs (backend, pool.*, "
@@ -228,43 +250,74 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="report: folder (default: the campaign's)")
     p.add_argument("--self-contained", action="store_true",
                    help="report: embed videos, posters and histories in report.html")
-    p.set_defaults(func=cmd_campaign)
-    p = sub.add_parser("serve", help="serve a benchmark as a SIM service (WebSocket)")
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--suite", required=True)
-    p.add_argument("--tasks", nargs="*", default=None)
+    p = _add(sub, "serve", "Serve a benchmark as a SIM service (WebSocket, "
+                           "workbench.sim-server/v1): a fixed schedule of cases, each "
+                           "attempted once.", cmd_serve)
+    p.add_argument("--benchmark", required=True,
+                   help="a registered benchmark or package.module:Adapter")
+    p.add_argument("--suite", required=True, help="the suite of the benchmark")
+    p.add_argument("--tasks", nargs="*", default=None,
+                   help="only these tasks of the suite (default: all)")
     p.add_argument("--episodes", type=int, default=1, help="cases per task in the schedule")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--seed", type=int, default=0, help="the benchmark's seed (task set)")
+    p.add_argument("--image-size", type=int, default=224, help="camera resolution in pixels")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="cap on controls per case below the benchmark's own limit")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default loopback; 0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (0: any free)")
     p.add_argument("--slots", type=int, default=1, help="sessions simulated at once")
     p.add_argument("--video-dir", default=None, help="record episode videos here")
     p.add_argument("--idle-timeout", type=float, default=300.0,
                    help="seconds a session may stay silent before it is abandoned")
     p.add_argument("--token-file", default=None,
                    help="write the admin token here (else $WORKBENCH_SIM_TOKEN, else printed)")
-    p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("serve-policy", help="serve a policy to openpi-style clients")
-    p.add_argument("policy")
+    p = _add(sub, "serve-policy", "Serve a workbench policy on the workbench, openpi or "
+                                  "vla-eval wire, batching across connections.",
+             cmd_serve_policy)
+    p.add_argument("policy", help="a registered policy, an entry point or "
+                                  "package.module:Policy")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a policy option (YAML value)")
-    p.add_argument("--protocol", default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.set_defaults(func=cmd_serve_policy)
-    p = sub.add_parser("benchmarks", help="each benchmark family, its protocol, suites and "
-                                          "status here")
+                   help="a policy option (YAML value); repeatable")
+    p.add_argument("--protocol", default=None,
+                   help="the benchmark protocol it serves (e.g. libero-v1), for a policy "
+                        "that serves several")
+    p.add_argument("--wire", default="workbench", choices=["workbench", "openpi", "vla-eval"],
+                   help="what its clients speak (default workbench)")
+    p.add_argument("--preset", default=None,
+                   help="observation preset for the openpi or vla-eval wire (default: the "
+                        "wire's own for the protocol, e.g. openpi/libero)")
+    p.add_argument("--keys", default=None, metavar="YAML",
+                   help="a key map instead of a preset: '{their_key: feature, ...}'")
+    p.add_argument("--min-chunk", type=int, default=None, metavar="K",
+                   help="openpi wire: repeat a chunk's last action until it holds K "
+                        "(openpi's LIBERO client needs replan_steps)")
+    p.add_argument("--max-batch", type=int, default=8,
+                   help="most observations served in one act_batch call (default 8)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="longest a batch waits to fill (default 5)")
+    p.add_argument("--call-timeout-s", type=float, default=60.0,
+                   help="longest a policy call may take before it fails as the server's")
+    p.add_argument("--max-connections", type=int, default=64,
+                   help="connections served at once (default 64)")
+    p.add_argument("--idle-timeout-s", type=float, default=300.0,
+                   help="a connection silent this long is closed (default 300)")
+    p.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES,
+                   help=f"largest frame accepted (default {MAX_FRAME_BYTES})")
+    p.add_argument("--device", default="cpu", help="where the policy runs (cpu, cuda:N)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default loopback; 0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    p = _add(sub, "benchmarks", "List each benchmark family, its protocol, suites and "
+                                "whether it runs here.", cmd_benchmarks)
     p.add_argument("--markdown", action="store_true", help="as the README's support matrix")
-    p.set_defaults(func=cmd_benchmarks)
-    p = sub.add_parser("reproduce", help="run the notebooks through papermill")
+    p = _add(sub, "reproduce", "Run the notebooks through papermill, writing figures and "
+                               "the numbers behind them.", cmd_reproduce)
     p.add_argument("--quick", action="store_true", help="tiny parameters (experiments/tiny/)")
     p.add_argument("--full", action="store_true", help="full-scale parameters (experiments/)")
     p.add_argument("--notebooks", nargs="*", help="only these notebooks (file names)")
     p.add_argument("--figures", default="figures", help="where figures and numbers go")
     p.add_argument("--out", default="out/notebooks", help="where executed notebooks go")
-    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -1,6 +1,7 @@
 """Policies for runtime tests; importable by spawned worker and replica processes."""
 
 import hashlib
+import time
 import os
 
 import numpy as np
@@ -108,3 +109,16 @@ class Sneaky(ZeroPolicy):
     @property
     def capabilities(self):
         return Capabilities("metaworld-v1", ("privileged.state",))
+
+
+class HangsOnNegativeState(ZeroPolicy):
+    """Zero actions; a state whose first entry is negative hangs the call (for a minute),
+    as a wedged model would."""
+
+    def __init__(self, protocol: str = "metaworld-v1") -> None:
+        super().__init__(protocol)
+
+    def _act(self, observation, episode_state):
+        if float(observation["state"][0]) < 0:
+            time.sleep(60)
+        return super()._act(observation, episode_state)

@@ -250,7 +250,8 @@ def server_process():
     proc = subprocess.Popen([sys.executable, "-c", SERVE_ZERO], stdout=subprocess.PIPE,
                             text=True)
     line = proc.stdout.readline()
-    assert line.startswith("serving policy zero (metaworld-v1) at ws://127.0.0.1:"), line
+    assert line.startswith("serving policy zero (metaworld-v1) on the workbench wire at "
+                           "ws://127.0.0.1:"), line
     yield proc, line.split(" at ")[1].strip()
     if proc.poll() is None:
         proc.kill()
