@@ -189,8 +189,9 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
                check=False, env=env)
     assert proc.returncode == 2
     assert ("registered: ['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', "
-            "'libero-close-drawer', 'remote', "
-            "'residual-expert', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'zero']") \
+            "'libero-close-drawer', 'openpi', 'remote', "
+            "'residual-expert', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'vla-eval', "
+            "'zero']") \
         in proc.stderr
 
 
@@ -199,3 +200,22 @@ def test_reproduce_full_and_quick_are_exclusive(capsys):
 
     assert main(["reproduce", "--quick", "--full"]) == 2
     assert "--quick and --full exclude each other" in capsys.readouterr().err
+
+
+def test_every_subcommand_and_every_option_has_a_help_line():
+    import argparse
+
+    from workbench.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    listed = {c.dest: c.help for c in subparsers._choices_actions}
+    assert set(listed) == set(subparsers.choices)
+    assert all(h and h[0].isupper() and h.endswith(".") for h in listed.values()), listed
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, sub in subparsers.choices.items() for action in sub._actions
+               if not isinstance(action, argparse._HelpAction) and not action.help]
+    assert missing == []
+    shown = cli("--help").stdout
+    for name, summary in listed.items():
+        assert name in shown

@@ -33,6 +33,7 @@ from workbench.contracts.rendering import use_headless_rendering
 from workbench.records.provenance import run_provenance
 from workbench.records.store import RecordStore
 from workbench.runtime.episode import EpisodeObserver
+from workbench.runtime.handshake import handshake_policy
 from workbench.runtime.job import Components, Job, build_components
 from workbench.runtime.parallel import execute_pool
 from workbench.runtime.pool import EvalPool
@@ -159,6 +160,7 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
     store = RecordStore(out / "records.sqlite")
     try:
         job = _freeze(config, parts, store)
+        handshake_policy(job)
         report, search = BACKENDS[config.backend](job, pool, observers)
         searches = (search,) if search is not None else tuple(report.searches)
         for found in searches:

@@ -7,8 +7,8 @@ or passed as an object. A policy that takes a ``protocol`` argument is handed th
 benchmark's protocol name when the config does not give one.
 
 >>> POLICIES.names()  # doctest: +NORMALIZE_WHITESPACE
-['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', 'libero-close-drawer', 'remote',
- 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'zero']
+['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', 'libero-close-drawer', 'openpi',
+ 'remote', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'vla-eval', 'zero']
 >>> make_policy("expert", defect="noise", level=0.3).name
 'expert-noise-0.3'
 >>> make_policy("zero", protocol="calvin-v1").capabilities.action_protocol
@@ -28,11 +28,13 @@ POLICIES = Registry("policy", "workbench.policies", {
     "expert-vision-cost": "workbench.policies.costly:VisionCostExpert",
     "kitchen-light-slide": "workbench.policies.kitchen_scripted:KitchenLightSlide",
     "libero-close-drawer": "workbench.policies.osc_scripted:LiberoDrawerCloser",
+    "openpi": "workbench.policies.openpi:OpenpiPolicy",
     "remote": "workbench.policies.remote:RemotePolicy",
     "robosuite-lift": "workbench.policies.osc_scripted:RobosuiteLifter",
     "state-bc": "workbench.policies.state_bc:StateBCPolicy",
     "state-nn": "workbench.policies.nearest:NearestNeighbourPolicy",
     "vision": "workbench.policies.vision:VisionPolicy",
+    "vla-eval": "workbench.policies.vla_eval:VlaEvalPolicy",
     "zero": "workbench.policies.zero:ZeroPolicy",
 })
 

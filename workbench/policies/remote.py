@@ -1,7 +1,9 @@
-"""A policy served elsewhere, reached over openpi's WebSocket protocol.
+"""A workbench policy served elsewhere, reached over the workbench's own policy wire
+(:mod:`workbench.wires.native`; ``workbench serve-policy --wire workbench``).
 
-The protocol (Physical Intelligence's ``openpi-client``): the client connects; the
-server first sends one msgpack frame holding its metadata map; then each request is
+The framing is openpi's (for openpi's own servers and observation keys use ``policy:
+openpi``, :mod:`workbench.policies.openpi`): the client connects; the server first
+sends one msgpack frame holding its metadata map; then each request is
 one frame holding an observation map and each reply one frame holding at least
 ``"actions"``, a ``(chunk, dim)`` array. Frames are encoded by
 :mod:`workbench.contracts.wire` (arrays as openpi's ``msgpack_numpy`` typed dicts).
@@ -61,10 +63,7 @@ from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadC
 from workbench.contracts.results import InfrastructureError
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
 from workbench.policies.base import Policy
-
-MAX_MESSAGE_CHARS = 500
-"""Longest error text kept from a server's reply."""
-
+from workbench.wires.native import one_line
 
 class RemotePolicyError(RuntimeError):
     """The remote policy itself failed (the server says so): a policy error."""
@@ -123,16 +122,6 @@ def _features_field(metadata: Mapping) -> tuple[str, ...] | None:
         raise ValueError(f"policy server metadata: features must be a list of strings, "
                          f"got {value!r}")
     return tuple(value)
-
-
-def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` on one line, at most ``limit`` characters.
-
-    >>> one_line("a\\nb  c", 4)
-    'a b…'
-    """
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 class _Link:
