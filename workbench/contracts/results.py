@@ -38,7 +38,49 @@ class ErrorKind(str, enum.Enum):
 
 
 class InfrastructureError(RuntimeError):
-    """The harness failed (a render, a transport, a dead process), not the policy."""
+    """The harness failed (a render, a transport, a dead process), not the policy.
+
+    Only the harness may say so: an instance remembers whether the workbench's own code
+    built it (``harness``). One that a policy's code builds, to excuse its own failure,
+    is the policy's failure like any other exception (:func:`policy_blame`).
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.harness = _built_by_the_workbench()
+
+
+def _built_by_the_workbench() -> bool:
+    """Whether the code that constructed the InfrastructureError (past the ``__init__``
+    of its classes) is a module of the workbench package."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name == "__init__" and \
+            isinstance(frame.f_locals.get("self"), InfrastructureError):
+        frame = frame.f_back
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return module == "workbench" or module.startswith("workbench.")
+
+
+class PolicyTimeout(RuntimeError):
+    """A policy call did not return within its time budget: the policy's failure."""
+
+
+class PolicyExited(RuntimeError):
+    """The policy's code tried to end its process (``sys.exit``, ``os._exit``)."""
+
+
+def policy_blame(exc: BaseException) -> "ErrorKind":
+    """Who failed when a call into the policy raised ``exc``: the harness only for an
+    InfrastructureError the workbench's own code raised (a transport of a remote policy,
+    a dead replica); anything else, whatever its type (MemoryError, SystemExit, an
+    InfrastructureError a policy built itself), is the policy's.
+
+    >>> policy_blame(InfrastructureError("transport")).value, policy_blame(MemoryError()).value
+    ('infrastructure', 'policy')
+    """
+    if isinstance(exc, InfrastructureError) and getattr(exc, "harness", False):
+        return ErrorKind.INFRASTRUCTURE
+    return ErrorKind.POLICY
 
 
 TERMINATIONS = ("success", "step_limit", "native_end", "policy_stop", "call_budget", "error")
@@ -76,6 +118,8 @@ class EpisodeResult:
     interactions_path: str | None = None
 
     def __post_init__(self) -> None:
+        if self.error_message is not None:
+            object.__setattr__(self, "error_message", bounded(self.error_message))
         if self.error_kind is not None:
             try:
                 object.__setattr__(self, "error_kind", ErrorKind(self.error_kind))
@@ -91,10 +135,24 @@ class EpisodeResult:
         return cls(False, None, steps, wall_s, kind, message, termination="error")
 
 
+MAX_MESSAGE_CHARS = 4096
+"""Longest error message an episode records; a longer one is cut and says so."""
+
+
+def bounded(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` as a string of at most about ``limit`` characters, marked when cut.
+
+    >>> bounded("x" * 10, 4)
+    'xxxx [cut: 6 more characters]'
+    """
+    text = text if isinstance(text, str) else str(text)
+    return text if len(text) <= limit else f"{text[:limit]} [cut: {len(text) - limit} more characters]"
+
+
 def out_of_memory(exc: BaseException) -> bool:
-    """Memory ran out (the host's, or CUDA's): a fault of the configuration the policy
-    runs in (too many replicas or workers on a device), booked as an infrastructure
-    error, not as the policy's.
+    """Memory ran out (the host's, or CUDA's). Inside the policy's code that is the
+    policy's failure like any other; the concurrency search reads it to fail a probe
+    that packed too many replicas or workers on a device.
 
     >>> out_of_memory(MemoryError()), out_of_memory(ValueError("out of memory"))
     (True, False)
@@ -114,9 +172,28 @@ def describe_exception(exc: BaseException) -> str:
     ...     describe_exception(exc).split(" at ")[0]
     "KeyError: 'x'"
     """
-    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    try:
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+    except Exception:  # a traceback that cannot be read says nothing of where
+        where = ""
+    return bounded(f"{type(exc).__name__}: {exception_text(exc)}{where}")
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or a note when even that raises (a hostile ``__str__``).
+
+    >>> class Hostile(Exception):
+    ...     def __str__(self):
+    ...         raise RuntimeError("no")
+    >>> exception_text(Hostile())
+    '(its message could not be read: RuntimeError)'
+    """
+    try:
+        text = str(exc)
+    except BaseException as inner:  # noqa: BLE001 - whatever it raises, the run goes on
+        return f"(its message could not be read: {type(inner).__name__})"
+    return text if isinstance(text, str) else "(its message is not a string)"
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:

@@ -13,10 +13,14 @@ is about to act (at action-chunk boundaries). Both give the policy the same
 observations at the steps it reads, so outcomes are identical.
 
 Who is to blame: a failure to reset, render, read or step the environment, or an
-observation that breaks the benchmark's own protocol, is an infrastructure error; an
-exception in the policy (or an action that breaks the contract) is a policy error;
-an :class:`~workbench.contracts.results.InfrastructureError` raised on the policy's
-side (a dead replica, a transport that failed) stays an infrastructure error.
+observation that breaks the benchmark's own protocol, is an infrastructure error.
+Whatever the policy's code does is the policy's: an exception of any type (a
+``MemoryError``, a ``SystemExit``, an ``InfrastructureError`` it built itself), an
+action that breaks the contract, a call past its time budget
+(:mod:`workbench.runtime.guard`). Only an
+:class:`~workbench.contracts.results.InfrastructureError` the workbench's own code
+raised on the policy's side (a dead replica, a transport that failed) is the harness's
+(:func:`~workbench.contracts.results.policy_blame`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import (ActionRejected, ContractError, validate_action,
                                           validate_observation)
 from workbench.contracts.results import (EpisodeResult, ErrorKind, InfrastructureError,
-                                         describe_exception, out_of_memory)
+                                         describe_exception, exception_text, policy_blame)
 from workbench.records.media import episode_filename, write_video
 from workbench.records.rollout import Rollout, save_rollout
 
@@ -123,15 +127,15 @@ def run_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,
     start = time.perf_counter()
     try:
         policy.reset(episode_context(adapter, spec))
-    except Exception as exc:
-        result = EpisodeResult.failed(_blame(exc), f"reset: {describe_exception(exc)}")
+    except POLICY_FAULTS as exc:
+        result = EpisodeResult.failed(policy_blame(exc), f"reset: {describe_exception(exc)}")
     else:
         kind, message, terminal, termination = loop.run()
         try:
             policy.end_episode(spec.episode_id)
-        except Exception as exc:
+        except POLICY_FAULTS as exc:
             if kind is None:
-                kind, message = _blame(exc), f"end_episode: {describe_exception(exc)}"
+                kind, message = policy_blame(exc), f"end_episode: {describe_exception(exc)}"
                 termination = "error"
         result = EpisodeResult(terminal is not None, terminal, stepper.steps,
                                time.perf_counter() - start, kind, message,
@@ -143,8 +147,9 @@ def run_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,
     return result
 
 
-def _blame(exc: BaseException) -> ErrorKind:
-    return ErrorKind.INFRASTRUCTURE if isinstance(exc, InfrastructureError) else ErrorKind.POLICY
+POLICY_FAULTS = (Exception, SystemExit)
+"""What a call into the policy may raise and the episode records as its failure (a
+policy's ``sys.exit`` among them; an interrupt from the user still stops the run)."""
 
 
 class EpisodeStepper:
@@ -244,16 +249,20 @@ class _Loop:
                 except _Stopped:
                     return None, None, None, "policy_stop"
                 except InfrastructureError as exc:
-                    return ErrorKind.INFRASTRUCTURE, f"step {step}: {exc}", None, "error"
+                    if policy_blame(exc) is ErrorKind.INFRASTRUCTURE:
+                        return (ErrorKind.INFRASTRUCTURE, f"step {step}: {exception_text(exc)}",
+                                None, "error")
+                    return (ErrorKind.POLICY, f"step {step}: policy raised "
+                            f"{describe_exception(exc)}", None, "error")
                 except ContractError as exc:
                     if not self.feedback:
-                        return ErrorKind.POLICY, f"step {step}: {exc}", None, "error"
+                        return ErrorKind.POLICY, f"step {step}: {exception_text(exc)}", None, \
+                            "error"
                     message = self._reject(step, exc)
                     continue
-                except Exception as exc:
-                    kind = ErrorKind.INFRASTRUCTURE if out_of_memory(exc) else ErrorKind.POLICY
-                    return (kind, f"step {step}: policy raised {describe_exception(exc)}", None,
-                            "error")
+                except POLICY_FAULTS as exc:
+                    return (ErrorKind.POLICY, f"step {step}: policy raised "
+                            f"{describe_exception(exc)}", None, "error")
                 fresh = True
             try:
                 result = stepper.apply(queue[0])
@@ -444,7 +453,8 @@ class EpisodeOptions:
 
     out_dir None records no files; video records an MP4 of this episode;
     interactions writes its interaction history (JSON); feedback and
-    max_policy_calls: see :func:`run_episode`.
+    max_policy_calls: see :func:`run_episode`; call_timeout_s: each policy call's time
+    budget where the runtime bounds it (a pool worker's wait for its replica).
     """
 
     observe_every_step: bool
@@ -455,6 +465,7 @@ class EpisodeOptions:
     interactions: bool = False
     feedback: bool = False
     max_policy_calls: int | None = None
+    call_timeout_s: float | None = None
 
 
 def run_recorded_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,

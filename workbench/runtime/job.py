@@ -97,4 +97,5 @@ class Job:
         return EpisodeOptions(config.observe_every_step, self.run_id, str(self.output_dir),
                               max_steps=config.max_steps, interactions=config.interactions,
                               feedback=config.invalid_actions == "feedback",
-                              max_policy_calls=config.max_policy_calls)
+                              max_policy_calls=config.max_policy_calls,
+                              call_timeout_s=config.policy_call_timeout_s)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import re
 import sys
 import time
 from collections import deque
@@ -26,11 +27,12 @@ from typing import Any, Callable, Mapping, Sequence
 from workbench.config import PoolConfig
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.plan import EpisodeSpec
+from workbench.contracts.results import EpisodeResult, ErrorKind
 from workbench.contracts.rendering import use_headless_rendering
 from workbench.contracts.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeOptions
 from workbench.runtime.job import Components
-from workbench.runtime.replica import ReplicaStats, replica_main
+from workbench.runtime.replica import HARNESS_EXIT_CODE, ReplicaStats, replica_main
 from workbench.runtime.sink import RecordSink, RunReport
 from workbench.runtime.worker import worker_main
 
@@ -238,7 +240,23 @@ class EvalPool:
             _, result = self.workers[w].control.recv()
         except (EOFError, OSError):
             return self._worker_died(state, w)
-        state.sink.finish(state.in_flight.pop(w), result, f"worker-{w}")
+        state.sink.finish(state.in_flight.pop(w), self._blame_replica_exit(result),
+                          f"worker-{w}")
+
+    def _blame_replica_exit(self, result: EpisodeResult) -> EpisodeResult:
+        """A replica that *exited* (an exit code, not a signal) during the episode was
+        ended by the policy's own code: the policy's failure. One killed by a signal (the
+        kernel's out-of-memory killer, an operator) stays the harness's."""
+        found = _DIED.search(result.error_message or "")
+        if result.error_kind is not ErrorKind.INFRASTRUCTURE or found is None:
+            return result
+        proc = self.replicas[int(found.group(1))].process
+        proc.join(timeout=2)
+        if proc.exitcode is None or proc.exitcode < 0 or proc.exitcode == HARNESS_EXIT_CODE:
+            return result
+        return replace(result, error_kind=ErrorKind.POLICY, error_message=(
+            f"{result.error_message}: the policy ended its replica process with exit code "
+            f"{proc.exitcode}"))
 
     def _worker_died(self, state: "_RunState", w: int) -> None:
         proc = self.workers[w]
@@ -304,6 +322,9 @@ class EvalPool:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_DIED = re.compile(r"policy replica (\d+) died")
 
 
 @dataclass

@@ -57,12 +57,13 @@ from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadC
 from workbench.contracts.plan import EpisodeSpec, shard_episodes
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.rendering import use_headless_rendering
-from workbench.contracts.results import EpisodeResult, InfrastructureError
+from workbench.contracts.results import EpisodeResult, InfrastructureError, PolicyTimeout
 from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
 from workbench.runtime.pool import EvalPool, longest_first
-from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads
+from workbench.runtime.guard import guarded
+from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads, release
 from workbench.runtime.search import SearchResult, search_concurrency
 from workbench.runtime.sink import RunReport
 from workbench.runtime.worker import unpack_reply
@@ -76,7 +77,7 @@ class ReplicaActor:
         pin_threads(1)
         adopt_sys_path(sys_path)
         self.policy = factory()
-        self.policy.load(context)
+        guarded(self.policy.load, context)
         self.max_batch = max(1, min(max_batch, self.policy.capabilities.max_batch))
         self.max_wait_s = max_wait_ms / 1000.0
         self.pending: list[tuple[Any, asyncio.Future]] = []
@@ -100,6 +101,11 @@ class ReplicaActor:
         elif self.timer is None:
             self.timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._serve)
         return await future
+
+    async def release(self) -> bool:
+        """End open episodes and unload the policy (before the actor is killed)."""
+        release(self.policy)
+        return True
 
     async def take_batch_sizes(self) -> list[int]:
         """The batch sizes served since the last call (one run's, in a warm pool)."""
@@ -149,6 +155,7 @@ class _ReplicaProxy:
 
     def __init__(self, capabilities: Capabilities, replica: Any) -> None:
         self.capabilities, self.replica, self.name = capabilities, replica, "ray-replica"
+        self.timeout_s: float | None = None
 
     def reset(self, context: EpisodeContext) -> None:
         self._call(self.replica.reset, context)
@@ -159,12 +166,14 @@ class _ReplicaProxy:
     def end_episode(self, episode_id: str) -> None:
         self._call(self.replica.end, episode_id)
 
-    @staticmethod
-    def _call(method: Any, payload: Any) -> Any:
+    def _call(self, method: Any, payload: Any) -> Any:
         import ray
 
         try:
-            status, value = ray.get(method.remote(payload))
+            status, value = ray.get(method.remote(payload), timeout=self.timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise PolicyTimeout(f"the policy's call did not return within {self.timeout_s:g} s "
+                                "(policy_call_timeout_s)") from None
         except ray.exceptions.RayActorError as exc:
             raise InfrastructureError(f"policy replica actor died ({type(exc).__name__})") \
                 from None
@@ -189,6 +198,7 @@ class WorkerActor:
         return warm_up(self.adapter, specs, self.policy.capabilities.features)
 
     def run(self, spec: EpisodeSpec, options: EpisodeOptions) -> EpisodeResult:
+        self.policy.timeout_s = options.call_timeout_s
         return run_recorded_episode(self.adapter, self.policy, spec, options)
 
 
@@ -539,6 +549,10 @@ def _fail_rest(sink: Any, shard: _Shard, why: str, failures: list[str]) -> None:
 def _stop_actors(ray: Any, actors: _Actors) -> None:
     from ray.util.placement_group import remove_placement_group
 
+    try:  # the policy's own release first: its processes, files and GPU memory
+        ray.get([r.release.remote() for r in actors.replicas], timeout=10)
+    except Exception:
+        pass
     for actor in actors.workers + actors.replicas:
         try:
             ray.kill(actor)

@@ -8,8 +8,11 @@ One episode's fault stays its own: an observation the replica cannot read fails 
 its episode (an infrastructure error), and when a native batch raises, its
 observations are served again one at a time, so only the episode whose observation
 makes the policy raise gets the error (with the replica's traceback). A policy
-without native batching is asked one observation at a time anyway. The replica keeps
-serving.
+without native batching is asked one observation at a time anyway. Whatever the
+policy's code does is the policy's error, a ``MemoryError`` or CUDA out-of-memory, a
+``sys.exit`` or an ``os._exit`` (refused while its code runs:
+:mod:`workbench.runtime.guard`) among them. The replica keeps serving, and unloads the
+policy when it is stopped.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from typing import Any, Callable, Sequence
 
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.registry import adopt_sys_path
-from workbench.contracts.results import out_of_memory
+from workbench.contracts.results import bounded
 from workbench.policies.base import Policy
+from workbench.runtime.guard import guarded, release
 from workbench.runtime.transport import SlotReader
 
 
@@ -77,17 +81,28 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
     stats = ReplicaStats(device=context.device)
     start = time.perf_counter()
     policy = factory()
-    policy.load(context)
+    guarded(policy.load, context)
     stats.load_s = time.perf_counter() - start
     control.send(("loaded", _rss(), stats.load_s, _gpu_bytes(context.device)))
-    _serve(policy, control, worker_conns, stats)
+    try:
+        _serve(policy, control, worker_conns, stats)
+    except Exception:  # the replica's own code failed, never the policy's (it is guarded)
+        traceback.print_exc()
+        raise SystemExit(HARNESS_EXIT_CODE) from None
+    finally:
+        release(policy)
+
+
+HARNESS_EXIT_CODE = 86
+"""A replica's exit code when its own serving code failed: the harness's fault, unlike
+any other exit, which only the policy's code can cause."""
 
 
 def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connection],
            stats: ReplicaStats) -> None:
     cfg, reader = _Batching(), SlotReader()
     open_episodes: dict[int, set[str]] = {}
-    pending: list[tuple[Connection, dict]] = []
+    pending: list[tuple[Connection, dict, int]] = []
     deadline = 0.0
     while True:
         timeout = None if not pending else max(0.0, deadline - time.perf_counter())
@@ -98,7 +113,7 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
                     return
                 continue
             try:
-                kind, payload = conn.recv()
+                kind, payload, number = conn.recv()
             except (EOFError, OSError):  # the worker died: drop it and its episodes
                 _drop_worker(policy, cfg, conn, open_episodes)
                 continue
@@ -106,9 +121,10 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
             if kind == "act":
                 if not pending:
                     deadline = time.perf_counter() + cfg.max_wait_s
-                pending.append((conn, payload))
+                pending.append((conn, payload, number))
             else:
-                _lifecycle(policy, conn, kind, payload, open_episodes.setdefault(worker, set()))
+                _lifecycle(policy, conn, kind, payload, number,
+                           open_episodes.setdefault(worker, set()))
         if pending and (len(pending) >= min(cfg.max_batch, len(cfg.workers))
                         or time.perf_counter() >= deadline):
             _serve_batch(policy, reader, pending[:cfg.max_batch], stats)
@@ -140,7 +156,7 @@ def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connec
     return True
 
 
-def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any,
+def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any, number: int,
                episodes: set[str]) -> None:
     reply: tuple[str, Any] = ("ok", None)
     if kind == "reset":
@@ -150,25 +166,25 @@ def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any,
     elif kind == "end":
         episodes.discard(payload)
         reply = lifecycle_reply(policy.end_episode, payload)
-    conn.send(reply)
+    conn.send((*reply, number))
 
 
 def lifecycle_reply(call: Callable[[Any], Any], payload: Any) -> tuple[str, Any]:
     """``("ok", None)`` after ``call(payload)`` (a reset or an episode's end), or
     ``("error", traceback)`` when the policy raised."""
     try:
-        call(payload)
+        guarded(call, payload)
         return "ok", None
     except Exception:
-        return "error", traceback.format_exc()
+        return "error", bounded(traceback.format_exc())
 
 
-def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connection, dict]],
-                 stats: ReplicaStats) -> None:
+def _serve_batch(policy: Policy, reader: SlotReader,
+                 batch: list[tuple[Connection, dict, int]], stats: ReplicaStats) -> None:
     start = time.perf_counter()
     replies: list[tuple[str, Any] | None] = [None] * len(batch)
     readable: list[tuple[int, Any]] = []
-    for k, (_, header) in enumerate(batch):
+    for k, (_, header, _) in enumerate(batch):
         try:
             readable.append((k, reader.read(header)))
         except Exception as exc:  # the transport failed: this episode only
@@ -181,9 +197,9 @@ def _serve_batch(policy: Policy, reader: SlotReader, batch: list[tuple[Connectio
     stats.requests += len(batch)
     stats.max_batch_seen = max(stats.max_batch_seen, len(batch))
     stats.sizes.append(len(batch))
-    for (conn, _), reply in zip(batch, replies):
+    for (conn, _, number), reply in zip(batch, replies):
         try:
-            conn.send(reply)
+            conn.send((*reply, number))
         except (BrokenPipeError, OSError):
             pass  # that worker died; the pool records its episode
 
@@ -197,16 +213,15 @@ def act_isolated(policy: Policy, observations: Sequence[Any]) -> list[tuple[str,
     """
     if policy.capabilities.native_batching and len(observations) > 1:
         try:
-            return [("actions", a) for a in policy.act_batch(observations)]
+            return [("actions", a) for a in guarded(policy.act_batch, observations)]
         except Exception:
             pass
     replies = []
     for obs in observations:
         try:
-            replies.append(("actions", policy.act_batch([obs])[0]))
-        except Exception as exc:
-            replies.append(("infrastructure", f"out of memory in the replica: {exc}"[:500])
-                           if out_of_memory(exc) else ("error", traceback.format_exc()))
+            replies.append(("actions", guarded(policy.act_batch, [obs])[0]))
+        except Exception:
+            replies.append(("error", bounded(traceback.format_exc())))
     return replies
 
 
@@ -215,7 +230,7 @@ def _drop_worker(policy: Policy, cfg: _Batching, conn: Connection,
     worker = cfg.workers.pop(conn)
     for episode_id in open_episodes.pop(worker, set()):
         try:
-            policy.end_episode(episode_id)
+            guarded(policy.end_episode, episode_id)
         except Exception:
             pass
 

@@ -11,8 +11,9 @@ quotes).
 - **A probe fails** when "a worker is missing or fails, an out-of-memory error occurs,
   episodes do not finish within" ``probe_time_limit_s``, "or success on the episodes
   shared with the first probe falls below" ``success_fraction`` "times the first
-  probe's". An out-of-memory error inside a replica is an infrastructure error of its
-  episode (:func:`~workbench.contracts.results.out_of_memory`), so its probe fails.
+  probe's". An out-of-memory error inside a replica is recorded as the policy's error
+  of its episode (whatever the policy's code raises is), and the probe that hit one
+  fails: it packed too many replicas or workers on the device.
   The search keeps the incumbent and stops at the first failed probe.
 - **Worker cap**: ``W_cap = min(64, floor(cores / c))``, "where c is the CPU cost per
   worker fitted from the probes with the fewest and most workers at" one replica
@@ -48,6 +49,7 @@ synthetic probe tables as well as on real probes.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -332,11 +334,16 @@ def probe_row(index: int, report: RunReport) -> dict:
             "status": "ok", "reason": ""}
 
 
+OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|MemoryError")
+"""How an episode's error message says memory ran out (the host's or CUDA's)."""
+
+
 def _failure(report: RunReport, first: RunReport | None, settings: SearchConfig) -> str:
     if report.failures:
         return "; ".join(report.failures)
     infra = [r for r in report.rows if r["error_kind"] == "infrastructure"]
-    if any("out of memory" in str(r.get("error_message") or "") for r in infra):
+    if any(OUT_OF_MEMORY.search(str(r.get("error_message") or "")) for r in report.rows
+           if r["error_kind"] is not None):
         return "out of memory"
     if infra:
         return "an episode hit an infrastructure error"

@@ -16,6 +16,7 @@ from typing import Sequence
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeObserver, run_recorded_episode, warm_up
+from workbench.runtime.guard import GuardedPolicy, release
 from workbench.runtime.job import Job
 from workbench.runtime.sink import RunReport
 
@@ -24,7 +25,7 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
     """Run ``job``'s pending episodes one by one in this process; returns what it measured."""
     start = time.perf_counter()
     adapter = job.parts.adapter_factory()
-    policy = job.parts.policy_factory()
+    policy = GuardedPolicy(job.parts.policy_factory(), job.config.policy_call_timeout_s)
     sink = job.sink(f"{job.parts.policy_name} on {adapter.name}")
     try:
         policy.load(LoadContext(job.parts.protocol.name, device=job.parts.device))
@@ -42,6 +43,7 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
     finally:
         sink.close()
         adapter.close()
+        release(policy)
     usage = monitor.result
     return RunReport("sequential", None, sink.rows, usage.wall_s, usage.cores_busy,
                      usage.peak_rss_bytes, setup_s)

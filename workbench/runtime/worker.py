@@ -9,6 +9,7 @@ reads them.
 
 from __future__ import annotations
 
+import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
@@ -18,7 +19,7 @@ from workbench.benchmarks.base import BenchmarkAdapter
 from workbench.contracts.capabilities import Capabilities, EpisodeContext, Observation
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.rendering import use_headless_rendering
-from workbench.contracts.results import InfrastructureError
+from workbench.contracts.results import InfrastructureError, PolicyTimeout
 from workbench.runtime.episode import run_recorded_episode, warm_up
 from workbench.runtime.replica import pin_threads
 from workbench.runtime.transport import ObservationSlot
@@ -29,7 +30,12 @@ class RemotePolicyError(RuntimeError):
 
 
 class RemotePolicy:
-    """Stands in for a Policy inside a worker; forwards calls to a replica over a pipe."""
+    """Stands in for a Policy inside a worker; forwards calls to a replica over a pipe.
+
+    Every call carries a number the replica's reply echoes, and waits at most
+    ``timeout_s`` (the run's ``policy_call_timeout_s``): a call past it is the policy's
+    failure (:class:`~workbench.contracts.results.PolicyTimeout`), its late reply is
+    read and dropped, and while it is still owed every later call fails at once."""
 
     def __init__(self, capabilities: Capabilities, slot: ObservationSlot) -> None:
         self.capabilities = capabilities
@@ -37,9 +43,12 @@ class RemotePolicy:
         self.conn: Connection | None = None
         self.replica_id = -1
         self.name = "remote"
+        self.timeout_s: float | None = None
+        self._calls = 0
+        self._owed: dict[int, float] = {}  # calls that timed out: their number, when sent
 
     def bind(self, replica_id: int, conn: Connection) -> None:
-        self.replica_id, self.conn = replica_id, conn
+        self.replica_id, self.conn, self._owed = replica_id, conn, {}
 
     def reset(self, context: EpisodeContext) -> None:
         self._call("reset", context)
@@ -54,12 +63,34 @@ class RemotePolicy:
         if self.conn is None:
             raise InfrastructureError("no policy replica attached to this worker")
         try:
-            self.conn.send((kind, payload))
-            status, value = self.conn.recv()
+            self._drain()
+            if self._owed:
+                since = time.monotonic() - min(self._owed.values())
+                raise PolicyTimeout(f"the policy has not answered a call for {since:.0f} s "
+                                    f"(replica {self.replica_id})")
+            self._calls += 1
+            number, sent = self._calls, time.monotonic()
+            self.conn.send((kind, payload, number))
+            while True:
+                left = None if self.timeout_s is None else \
+                    self.timeout_s - (time.monotonic() - sent)
+                if left is not None and not self.conn.poll(max(left, 0.0)):
+                    self._owed[number] = sent
+                    raise PolicyTimeout(f"the policy's {kind} did not return within "
+                                        f"{self.timeout_s:g} s (policy_call_timeout_s)")
+                status, value, answered = self.conn.recv()
+                if answered == number:
+                    break
+                self._owed.pop(answered, None)  # a late reply to a call that timed out
         except (EOFError, OSError) as exc:
             raise InfrastructureError(
                 f"policy replica {self.replica_id} died ({type(exc).__name__})") from None
         return unpack_reply(status, value, f"replica {self.replica_id}")
+
+    def _drain(self) -> None:
+        """Read late replies already waiting, settling what they answer."""
+        while self._owed and self.conn is not None and self.conn.poll(0):
+            self._owed.pop(self.conn.recv()[2], None)
 
 
 def unpack_reply(status: str, value: Any, where: str) -> Any:
@@ -106,6 +137,7 @@ def _loop(adapter: BenchmarkAdapter, proxy: RemotePolicy, control: Connection,
             replica_conns[replica] = conn
         elif kind == "run":
             spec, options = payload
+            proxy.timeout_s = options.call_timeout_s
             result = run_recorded_episode(adapter, proxy, spec, options)
             control.send(("result", result))
         elif kind == "warmup":

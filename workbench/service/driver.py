@@ -29,6 +29,7 @@ from workbench.contracts.resources import ResourceMonitor
 from workbench.contracts.results import InfrastructureError
 from workbench.records.media import episode_filename
 from workbench.runtime.episode import run_recorded_episode
+from workbench.runtime.guard import GuardedPolicy, release
 from workbench.runtime.job import Job
 from workbench.runtime.sink import RunReport
 from workbench.service.sim_client import ArtifactMismatch, RemoteAdapter, ServiceError
@@ -84,7 +85,7 @@ def execute_service(job: Job) -> RunReport:
     """Run ``job``'s pending episodes against the SIM service; returns what it measured."""
     start = time.perf_counter()
     adapter = remote_adapter(job)
-    policy = job.parts.policy_factory()
+    policy = GuardedPolicy(job.parts.policy_factory(), job.config.policy_call_timeout_s)
     sink = job.sink(f"{job.parts.policy_name} on {adapter.url}")
     failures: list[str] = []
     try:
@@ -113,6 +114,7 @@ def execute_service(job: Job) -> RunReport:
     finally:
         sink.close()
         adapter.close()
+        release(policy)
     usage = monitor.result
     return RunReport("service", None, sink.rows, usage.wall_s, usage.cores_busy,
                      usage.peak_rss_bytes, setup_s, complete=not failures, failures=failures)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.policies.base import Policy
+from workbench.runtime.guard import guarded
 
 
 class PolicyStuck(RuntimeError):
@@ -164,7 +165,7 @@ class PolicyCalls:
         with self._lock:
             self._busy_since = time.monotonic()
         try:
-            return method(*args)
+            return guarded(method, *args)  # a policy's sys.exit or os._exit: its error
         finally:
             with self._lock:
                 self._busy_since = None

@@ -1,0 +1,66 @@
+"""Policies that try to excuse their own failures, for the reliability tests; importable by
+pool replicas, Ray actors and policy servers."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from workbench.contracts.results import InfrastructureError
+from workbench.policies.zero import ZeroPolicy
+
+
+class HostileStr(RuntimeError):
+    """An exception whose message cannot even be read."""
+
+    def __str__(self) -> str:
+        raise ValueError("you cannot read me")
+
+
+def misbehave(how: str) -> None:
+    if how == "sys_exit":
+        sys.exit(3)
+    if how == "os_exit":
+        os._exit(4)
+    if how == "posix_exit":  # past every guard: only a process of its own survives this
+        import posix
+
+        posix._exit(5)
+    if how == "memory":
+        raise MemoryError("the policy's own allocation")
+    if how == "infrastructure":
+        raise InfrastructureError("not my fault, says the policy")
+    if how == "hostile_str":
+        raise HostileStr()
+    if how == "huge":
+        raise RuntimeError("x" * 20_000_000)
+    if how == "hang":
+        time.sleep(60)
+    raise ValueError(f"unknown misbehaviour {how!r}")
+
+
+class Misbehaves(ZeroPolicy):
+    """Zero actions; at ``step`` of episode index ``k`` it misbehaves as ``hows[k]`` says
+    (a list, one entry per episode index, ``"none"`` for a clean episode), and writes a
+    file into ``unloaded_to`` (a folder) when it is unloaded."""
+
+    name = "misbehaves"
+
+    def __init__(self, protocol: str = "metaworld-v1", hows: list = ("none", "sys_exit"),
+                 step: int = 5, unloaded_to: str | None = None) -> None:
+        super().__init__(protocol)
+        self.hows, self.step, self.unloaded_to = list(hows), step, unloaded_to
+
+    def _act(self, observation, episode_state):
+        index = int(str(observation["episode_id"]).rsplit("/", 1)[-1])
+        how = self.hows[index] if index < len(self.hows) else "none"
+        if how != "none" and observation["step"] == self.step:
+            misbehave(how)
+        return super()._act(observation, episode_state)
+
+    def _unload(self) -> None:
+        if self.unloaded_to:
+            Path(self.unloaded_to).mkdir(parents=True, exist_ok=True)
+            (Path(self.unloaded_to) / f"unloaded-{os.getpid()}").write_text("yes")

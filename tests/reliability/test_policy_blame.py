@@ -1,0 +1,86 @@
+"""A policy cannot excuse itself: whatever its code does (sys.exit, os._exit, a
+MemoryError, an InfrastructureError of its own, an exception whose message cannot be
+read, a 20 MB message, a call that never returns) is that episode's policy failure, on
+every backend; the other episodes run, everything is recorded, and every runtime unloads
+the policy."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import workbench
+from workbench.contracts.results import MAX_MESSAGE_CHARS
+
+# episode index -> misbehaviour, and what its recorded message says (any of the texts:
+# the pool's replica reports its own traceback)
+HOWS = ["none", "sys_exit", "os_exit", "memory", "infrastructure", "hostile_str", "huge",
+        "hang"]
+SAYS = {"sys_exit": ("the policy called sys.exit(3)",),
+        "os_exit": ("the policy called os._exit(4)",),
+        "memory": ("MemoryError: the policy's own allocation",),
+        "infrastructure": ("InfrastructureError: not my fault, says the policy",),
+        "hostile_str": ("HostileStr: (its message could not be read: ValueError)",
+                        "HostileStr: <exception str() failed>"),
+        "huge": ("[cut: ",),
+        "hang": ("did not return within 2 s",)}
+BASE = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3"], episodes=len(HOWS),
+            max_steps=12, image_size=32, progress=False, policy="hostile_policies:Misbehaves",
+            policy_call_timeout_s=2.0)
+
+
+def episode(k: int) -> str:
+    return f"metaworld/MT10/reach-v3/{k:04d}"
+
+
+@pytest.mark.parametrize("backend", ["sequential", "pool"])
+def test_whatever_the_policys_code_does_is_its_own_failure(tmp_path, backend):
+    unloaded = tmp_path / "unloaded"
+    run = workbench.run(BASE | {"backend": backend, "pool": {"workers": 2},
+                                "output_dir": str(tmp_path / "run"),
+                                "policy_options": {"hows": HOWS, "unloaded_to": str(unloaded)}})
+    df = run.results.set_index("episode_id")
+    assert pd.isna(df.loc[episode(0), "error_kind"]) and df.loc[episode(0), "steps"] == 12
+    for k, how in enumerate(HOWS[1:], start=1):
+        row = df.loc[episode(k)]
+        assert row["error_kind"] == "policy", (how, row["error_message"])
+        assert any(text in row["error_message"] for text in SAYS[how]), (how, row["error_message"])
+        assert len(row["error_message"]) < MAX_MESSAGE_CHARS + 100, how
+        assert row["steps"] == 5, how
+    summary = workbench.summarize(run.results).set_index("task").loc["ALL"]
+    assert summary["infra_errors"] == 0 and summary["policy_errors"] == len(HOWS) - 1
+    if backend == "pool":  # the replica's policy, unloaded when the pool stopped
+        assert len(list(unloaded.iterdir())) == 1
+
+
+def test_the_sequential_backend_unloads_its_policy(tmp_path):
+    workbench.run(BASE | {"episodes": 1, "output_dir": str(tmp_path / "run"),
+                          "policy_options": {"hows": ["none"], "unloaded_to": str(tmp_path / "u")}})
+    assert len(list((tmp_path / "u").iterdir())) == 1
+
+
+def test_a_policy_server_whose_policy_calls_os_exit_keeps_serving_and_blames_it(tmp_path):
+    from workbench.service.policy_server import serve_policy
+
+    with serve_policy("hostile_policies:Misbehaves", {"hows": ["none", "os_exit"]},
+                      protocol="metaworld-v1") as served:
+        run = workbench.run(BASE | {"episodes": 3, "policy": "remote",
+                                    "policy_options": {"url": served.url, "timeout_s": 10},
+                                    "output_dir": str(tmp_path)})
+    df = run.results.set_index("episode_id")
+    assert df.loc[episode(1), "error_kind"] == "policy"
+    assert "the policy called os._exit(4)" in df.loc[episode(1), "error_message"]
+    assert df.drop(index=episode(1))["error_kind"].isna().all()
+
+
+def test_a_replica_the_policy_ends_past_every_guard_is_the_policys_failure(tmp_path):
+    """posix._exit ends the replica process; it exited (a code, not a signal), so its
+    episode is the policy's failure; the run finishes."""
+    run = workbench.run(BASE | {"episodes": 2, "backend": "pool", "pool": {"workers": 1},
+                                "output_dir": str(tmp_path),
+                                "policy_options": {"hows": ["none", "posix_exit"]}})
+    df = run.results.set_index("episode_id")
+    assert pd.isna(df.loc[episode(0), "error_kind"])
+    assert df.loc[episode(1), "error_kind"] == "policy"
+    assert "the policy ended its replica process with exit code 5" in \
+        df.loc[episode(1), "error_message"]
