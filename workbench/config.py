@@ -53,7 +53,7 @@ run id) are computed here and nowhere else.
 ...                       "pool": {"workers": "two"}})
 Traceback (most recent call last):
 ...
-ValueError: pool.workers must be an integer >= 1; got 'two' (str)
+ValueError: pool.workers must be an integer >= 1 and <= 1024; got 'two' (str)
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -76,11 +77,34 @@ from workbench.policies import policy_factory
 BACKENDS = ("sequential", "pool", "ray", "service")
 INVALID_ACTIONS = ("fail", "feedback")
 OBSERVE = ("every_step", "chunk_boundary")
+MAX_EPISODES = 100_000
+"""Most episodes per task (a benchmark with fixed initial states allows fewer)."""
+MAX_SEED = 2**32 - 1
+MAX_IMAGE_SIZE = 2048
+MAX_STEPS = 10_000_000
+MAX_WORKERS, MAX_REPLICAS, MAX_BATCH = 1024, 256, 4096
+MAX_WAIT_MS = 60_000.0
+MAX_SECONDS = 86_400.0
+"""Longest of any time limit (a day)."""
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}")
+"""What a run id may be: it names files and folders."""
+ADAPTER_KEYS = ("suite", "seed", "image_size")
+"""Keys the config hands every adapter itself (never in benchmark_options)."""
 
 
 # -- checks: each names the key, the value and what is allowed -------------------------
+GOT_CHARS = 120
+"""Longest echo of a refused value in an error message."""
+
+
 def _got(value: Any) -> str:
-    return f"got {value!r} ({type(value).__name__})"
+    try:
+        shown = repr(value)
+    except Exception:  # a value whose repr raises, or is too deep to write
+        shown = "a value that cannot be shown"
+    if len(shown) > GOT_CHARS:
+        shown = f"{shown[:GOT_CHARS]}... ({len(shown)} characters)"
+    return f"got {shown} ({type(value).__name__})"
 
 
 def check_int(key: str, value: Any, minimum: int | None = None, maximum: int | None = None,
@@ -100,13 +124,15 @@ def check_int(key: str, value: Any, minimum: int | None = None, maximum: int | N
 
 def check_float(key: str, value: Any, minimum: float | None = None,
                 maximum: float | None = None, optional: bool = False) -> float | None:
-    """``value`` as a float in [minimum, maximum] (ints accepted, bools refused)."""
+    """``value`` as a finite float in [minimum, maximum] (ints accepted; bools, NaN and
+    infinities refused)."""
     if value is None and optional:
         return None
     bounds = "" if minimum is None else f" >= {minimum:g}"
     bounds += "" if maximum is None else f" and <= {maximum:g}"
-    allowed = f"a number{bounds}" + (" or null" if optional else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    allowed = f"a finite number{bounds}" + (" or null" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(float(value)):
         raise ValueError(f"{key} must be {allowed}; {_got(value)}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ValueError(f"{key} must be {allowed}; {_got(value)}")
@@ -158,11 +184,11 @@ class PoolConfig:
     max_wait_ms: float = 5.0
 
     def __post_init__(self) -> None:
-        check_int("pool.workers", self.workers, 1)
-        check_int("pool.replicas", self.replicas, 1)
-        check_int("pool.max_batch", self.max_batch, 1, optional=True)
+        check_int("pool.workers", self.workers, 1, MAX_WORKERS)
+        check_int("pool.replicas", self.replicas, 1, MAX_REPLICAS)
+        check_int("pool.max_batch", self.max_batch, 1, MAX_BATCH, optional=True)
         object.__setattr__(self, "max_wait_ms",
-                           check_float("pool.max_wait_ms", self.max_wait_ms, 0.0))
+                           check_float("pool.max_wait_ms", self.max_wait_ms, 0.0, MAX_WAIT_MS))
 
     @property
     def batch(self) -> int:
@@ -199,20 +225,20 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         check_bool("search.enabled", self.enabled)
-        check_int("search.probe_episodes", self.probe_episodes, 1)
-        for name, low, high in (("probe_time_limit_s", 0.0, None),
-                                ("success_fraction", 0.0, 1.0), ("min_gain", 0.0, None),
-                                ("memory_reserve_gib", 0.0, None)):
+        check_int("search.probe_episodes", self.probe_episodes, 1, MAX_EPISODES)
+        for name, low, high in (("probe_time_limit_s", 0.0, MAX_SECONDS),
+                                ("success_fraction", 0.0, 1.0), ("min_gain", 0.0, 100.0),
+                                ("memory_reserve_gib", 0.0, 1e6)):
             object.__setattr__(self, name, check_float(f"search.{name}", getattr(self, name),
                                                        low, high))
-        check_int("search.max_workers", self.max_workers, 1, optional=True)
-        check_int("search.max_replicas", self.max_replicas, 1, optional=True)
+        check_int("search.max_workers", self.max_workers, 1, MAX_WORKERS, optional=True)
+        check_int("search.max_replicas", self.max_replicas, 1, MAX_REPLICAS, optional=True)
         if isinstance(self.worker_candidates, (str, bytes)) or not isinstance(
                 self.worker_candidates, Sequence) or not self.worker_candidates:
             raise ValueError("search.worker_candidates must be a non-empty list of integers; "
                              f"{_got(self.worker_candidates)}")
         for k, w in enumerate(self.worker_candidates):
-            check_int(f"search.worker_candidates[{k}]", w, 1)
+            check_int(f"search.worker_candidates[{k}]", w, 1, MAX_WORKERS)
         object.__setattr__(self, "worker_candidates", tuple(self.worker_candidates))
 
     def pool_limits(self, cores: int) -> tuple[int, int]:
@@ -241,13 +267,13 @@ class RayConfig:
 
     def __post_init__(self) -> None:
         check_str("ray.address", self.address, optional=True)
-        check_int("ray.shards", self.shards, 1)
+        check_int("ray.shards", self.shards, 1, 4096)
         object.__setattr__(self, "cpus_per_shard", check_float(
-            "ray.cpus_per_shard", self.cpus_per_shard, 0.0, optional=True))
+            "ray.cpus_per_shard", self.cpus_per_shard, 0.0, 4096.0, optional=True))
         object.__setattr__(self, "gpus_per_replica", check_float(
-            "ray.gpus_per_replica", self.gpus_per_replica, 0.0, optional=True))
+            "ray.gpus_per_replica", self.gpus_per_replica, 0.0, 64.0, optional=True))
         object.__setattr__(self, "start_timeout_s", check_float(
-            "ray.start_timeout_s", self.start_timeout_s, 0.0))
+            "ray.start_timeout_s", self.start_timeout_s, 0.0, MAX_SECONDS))
 
 
 @dataclass(frozen=True)
@@ -265,7 +291,7 @@ class ServiceConfig:
             raise ValueError(f"service.url must start with ws:// or wss://; {_got(url)}")
         check_str("service.token_env", self.token_env)
         object.__setattr__(self, "timeout_s",
-                           check_float("service.timeout_s", self.timeout_s, 0.1))
+                           check_float("service.timeout_s", self.timeout_s, 0.1, MAX_SECONDS))
 
 
 SECTIONS: dict[str, type] = {"pool": PoolConfig, "search": SearchConfig, "ray": RayConfig,
@@ -285,6 +311,7 @@ class EvalConfig:
     episodes: int = 1
     max_steps: int | None = None
     max_policy_calls: int | None = None
+    policy_call_timeout_s: float | None = 300.0
     invalid_actions: str = "fail"
     policy_options: Mapping[str, Any] = field(default_factory=dict)
     benchmark_options: Mapping[str, Any] = field(default_factory=dict)
@@ -314,17 +341,23 @@ class EvalConfig:
         object.__setattr__(self, name, value)
 
     def _check_types(self) -> None:
-        check_int("episodes", self.episodes, 1)
-        check_int("max_steps", self.max_steps, 1, optional=True)
-        check_int("max_policy_calls", self.max_policy_calls, 1, optional=True)
+        check_int("episodes", self.episodes, 1, MAX_EPISODES)
+        check_int("max_steps", self.max_steps, 1, MAX_STEPS, optional=True)
+        check_int("max_policy_calls", self.max_policy_calls, 1, MAX_STEPS, optional=True)
+        self._set("policy_call_timeout_s", check_float(
+            "policy_call_timeout_s", self.policy_call_timeout_s, 0.001, MAX_SECONDS,
+            optional=True))
         check_choice("invalid_actions", self.invalid_actions, INVALID_ACTIONS)
         check_bool("interactions", self.interactions)
-        check_int("seed", self.seed, 0)
-        check_int("image_size", self.image_size, 16)
-        check_int("shards", self.shards, 1)
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_int("image_size", self.image_size, 16, MAX_IMAGE_SIZE)
+        check_int("shards", self.shards, 1, MAX_EPISODES)
         check_int("shard", self.shard, 0, self.shards - 1)
-        self._set("output_dir", check_str("output_dir", self.output_dir))
+        self._set("output_dir", _check_output_dir(self.output_dir))
         check_str("run_id", self.run_id, optional=True)
+        if self.run_id is not None and not RUN_ID.fullmatch(self.run_id):
+            raise ValueError("run_id must be 1 to 128 letters, digits or ._:@+=- (it names "
+                             f"files), starting with a letter or digit; {_got(self.run_id)}")
         check_str("suite", self.suite)
         check_bool("progress", self.progress)
         check_bool("warm_up", self.warm_up)
@@ -356,7 +389,16 @@ class EvalConfig:
             raise ValueError(f"suite {self.suite!r} is not a suite of {adapter.name}; "
                              f"available: {_short(suites)}")
         if self.tasks is not None:
-            self._set("tasks", _check_tasks(self.tasks, self.suite, adapter.suite_tasks(self.suite)))
+            self._set("tasks", _check_tasks(self.tasks, self.suite,
+                                            adapter.suite_tasks(self.suite)))
+        if adapter.initial_states is not None and self.episodes > adapter.initial_states:
+            raise ValueError(f"episodes must be at most {adapter.initial_states} for "
+                             f"{adapter.name}, which has {adapter.initial_states} initial "
+                             f"states per task; got {self.episodes}")
+        clash = [k for k in ADAPTER_KEYS if k in self.benchmark_options]
+        if clash:
+            raise ValueError(f"benchmark_options.{clash[0]}: set {clash[0]} at the top level "
+                             "of the config, not in benchmark_options")
         self.policy_factory()  # an unknown policy or options that do not fit: refused now
         self.adapter_factory().check("benchmark")
 
@@ -481,7 +523,8 @@ class EvalConfig:
         return dataclasses.replace(self, **changes)
 
 
-_LATER_KEYS = {"max_policy_calls": None, "invalid_actions": "fail"}
+_LATER_KEYS = {"max_policy_calls": None, "invalid_actions": "fail",
+               "policy_call_timeout_s": 300.0}
 """Keys added after run ids were first derived: at their defaults they stay out of
 :meth:`EvalConfig.key`, so earlier runs keep their ids and resume."""
 
@@ -534,11 +577,70 @@ def _check_tasks(tasks: Any, suite: str, available: Sequence[str]) -> tuple[str,
     if not tasks:
         raise ValueError(f"tasks is empty: name at least one task of {suite}, or leave tasks "
                          f"out (null) for all of them; available: {_short(available)}")
-    unknown = [t for t in tasks if t not in available]
+    unknown = [t for t in tasks if not isinstance(t, str) or t not in available]
     if unknown:
-        raise ValueError(f"tasks {unknown} are not tasks of suite {suite!r}; "
+        raise ValueError(f"tasks {_short(unknown)} are not tasks of suite {suite!r}; "
                          f"available: {_short(available)}")
+    twice = sorted({t for t in tasks if tasks.count(t) > 1})
+    if twice:
+        raise ValueError(f"tasks lists {twice} more than once; name each task once")
     return tuple(tasks)
+
+
+def _check_output_dir(value: Any) -> str:
+    folder = check_str("output_dir", value)
+    if "\x00" in folder or len(folder) > 4096:
+        raise ValueError(f"output_dir must be a path without NUL of at most 4096 characters; "
+                         f"{_got(folder)}")
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise ValueError(f"output_dir {folder!r} is a file; it must be a folder (or not yet "
+                         "exist)")
+    return folder
+
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_VALUES = 100_000
+"""Most values a config may hold once YAML's aliases are expanded (a small file of
+nested aliases can stand for billions)."""
+
+
+def read_yaml(source: str | Path, what: str = "config file") -> Any:
+    """A YAML file's content; refuses a missing file, a folder, a file over
+    :data:`MAX_CONFIG_BYTES`, text that is not YAML, and a document whose aliases expand
+    past :data:`MAX_CONFIG_VALUES` values, each in one line naming the file."""
+    path = Path(source)
+    if not path.exists():
+        raise FileNotFoundError(f"no {what} at {path}")
+    if not path.is_file():
+        raise ValueError(f"{path} is a folder, not a {what}")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes; a {what} holds at most "
+                         f"{MAX_CONFIG_BYTES}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{path}: not valid YAML: {first[:200]}") from None
+    if _too_many_values(data):
+        raise ValueError(f"{path}: more than {MAX_CONFIG_VALUES} values once its YAML aliases "
+                         "are expanded; write the values out")
+    return data
+
+
+def _too_many_values(data: Any) -> bool:
+    """Whether walking ``data`` (aliases expanded) meets more than MAX_CONFIG_VALUES."""
+    left, stack = MAX_CONFIG_VALUES, [data]
+    while stack:
+        item = stack.pop()
+        left -= 1
+        if left < 0:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
@@ -550,14 +652,7 @@ def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, 
     if isinstance(source, Mapping):
         data, where = dict(source), "config"
     else:
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(f"no config file at {path}")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML: {exc}") from None
-        where = str(path)
+        data, where = read_yaml(source), str(source)
         data = check_mapping(where, data)
     known = {f.name for f in fields(EvalConfig)}
     for key in overrides or {}:

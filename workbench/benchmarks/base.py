@@ -84,6 +84,10 @@ class BenchmarkAdapter(abc.ABC):
     suite: str
     preload: tuple[str, ...] = ()
     """Modules worth importing once in a fork server before workers start."""
+    initial_states: int | None = None
+    """How many initial states each task has (episode ``i`` starts from state ``i``), so a
+    config asking for more episodes is refused before anything runs; None: any number
+    (initial states drawn from the episode's seed)."""
     reuse_option: str | None = None
     """The constructor option (a bool) that keeps environments between episodes (True)
     or rebuilds them per episode as official scripts that construct an environment per

@@ -369,6 +369,7 @@ class CalvinAdapter(SuiteTable, BenchmarkAdapter):
     """Runs CALVIN chains; keeps one calvin_env environment for its life."""
 
     name = "calvin"
+    initial_states = NUM_CHAINS  # the official 1000 chains
     suites = {suite: (TASK,) for suite in SUITES}
     suite_label = "CALVIN"
     max_steps = CHAIN_LENGTH * SUBTASK_STEPS

@@ -163,6 +163,7 @@ class LiberoAdapter(BenchmarkAdapter):
     """Runs LIBERO episodes; keeps one environment per task for its life."""
 
     name = "libero"
+    initial_states = 50  # LIBERO's 50 initial states per task
     max_steps = max(STEP_LIMITS.values())
     protocol = get_protocol("libero-v1")
     preload = ("robosuite", "libero", "workbench.benchmarks.libero")

@@ -91,6 +91,7 @@ class MetaWorldAdapter(BenchmarkAdapter):
 
     name = "metaworld"
     max_steps = 500
+    initial_states = 50  # each task's 50 train tasks of the task set
     protocol = get_protocol("metaworld-v1")
     preload = ("mujoco", "metaworld", "workbench.benchmarks.metaworld")
     reuse_option = "reuse_context"
