@@ -20,6 +20,30 @@ import workbench  # noqa: E402
 from workbench.contracts.protocols import get_protocol  # noqa: E402
 
 
+def pytest_configure(config):
+    """Where tests/reliability count what they tried (shared by xdist's workers)."""
+    if "WORKBENCH_RELIABILITY_TALLY" not in os.environ:
+        import tempfile
+
+        handle, path = tempfile.mkstemp(prefix="workbench-reliability-", suffix=".jsonl")
+        os.close(handle)
+        os.environ["WORKBENCH_RELIABILITY_TALLY"] = path
+        config._reliability_tally = path
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    path = getattr(config, "_reliability_tally", None)
+    if path is None:
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
+    from tally import summary
+
+    line = summary(path)
+    if line:
+        terminalreporter.write_line(line)
+    os.unlink(path)
+
+
 @pytest.fixture(scope="session")
 def pick_place():
     from workbench.benchmarks import make_benchmark

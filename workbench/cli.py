@@ -56,22 +56,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say_problems(command: str, db: str, problems: Sequence[str]) -> int:
+    """Each problem of a records file on its own stderr line; 1 when there were any."""
+    for problem in problems:
+        print(f"workbench {command}: records file {db}: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from workbench.contracts.results import summarize
-    from workbench.records.store import RecordStore, load_results
+    from workbench.records.store import RecordStore, read_records
 
+    results, problems = read_records(args.db, args.run)
     if args.json:
-        load_results(args.db)  # refuses a missing file clearly
-        store = RecordStore(args.db)
-        for row in store.iter_json(args.run):
-            print(json.dumps(row))
-        store.close()
-        return 0
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summarize(load_results(args.db, args.run)).to_string(index=False))
-    return 0
+        store = RecordStore(args.db, readonly=True)
+        try:
+            for row in store.iter_json(args.run):
+                print(json.dumps(row))
+        finally:
+            store.close()
+    elif len(results):
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            print(summarize(results).to_string(index=False))
+        open_cases = int((~results["status"].eq("finished")).sum())
+        if open_cases:
+            print(f"{open_cases} of {len(results)} planned episodes not finished yet "
+                  "(planned or in flight): the episodes column counts the plan")
+    else:
+        print(f"no episodes recorded in {args.db}"
+              + (f" for run {args.run!r}" if args.run else ""))
+    return _say_problems("results", args.db, problems)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -80,7 +96,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     json_path, html_path = report_from_records(args.db, args.run, args.out,
                                                self_contained=args.self_contained)
     print(f"{json_path}\n{html_path}")
-    return 0
+    problems = json.loads(Path(json_path).read_text()).get("problems") or []
+    return _say_problems("report", args.db, problems)
 
 
 def _campaign_status_text(campaign) -> str:
@@ -326,8 +343,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     use_headless_rendering()
+    from workbench.records.store import RecordsError
+
     try:
         return args.func(args)
+    except RecordsError as exc:
+        print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except (ValueError, FileNotFoundError) as exc:  # ContractError is a ValueError
         print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
         return 2

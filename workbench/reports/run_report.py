@@ -138,17 +138,20 @@ def write_report(results: pd.DataFrame, out_dir: str | os.PathLike,
                  manifest: dict[str, Any] | None = None,
                  searches: list[dict[str, Any]] | None = None,
                  runs: dict[str, dict[str, Any]] | None = None,
-                 self_contained: bool = False) -> tuple[Path, Path]:
+                 self_contained: bool = False,
+                 problems: list[str] | None = None) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.html`` into ``out_dir``; returns their paths.
 
     The page links only inside ``out_dir``: each episode's interaction history page goes
     to ``out_dir/history``, and a video recorded outside ``out_dir`` is copied into
     ``out_dir/videos``, so the folder can be copied or shared whole. With
     ``self_contained`` the page embeds everything instead (videos, posters, histories),
-    and is the one file to share. See :func:`report_data` for the arguments."""
+    and is the one file to share. ``problems``: what could not be read from the records
+    (shown first on the page, kept in ``report.json``). See :func:`report_data` for the
+    other arguments."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = report_data(results, manifest, searches, runs)
+    data = {**report_data(results, manifest, searches, runs), "problems": list(problems or [])}
     pages = {} if self_contained else write_histories(results, out / "history")
     for k, record in enumerate(data["records"]):
         _attach_assets(record, k, out, pages, self_contained)
@@ -164,18 +167,19 @@ def report_from_records(db: str | os.PathLike, run_id: str | None = None,
                         self_contained: bool = False) -> tuple[Path, Path]:
     """:func:`write_report` of a records file (every run in it, or ``run_id``), with the
     runs' searches, configs and provenance; ``out_dir`` defaults to the file's folder."""
-    from workbench.records.store import RecordStore, load_results
+    from workbench.records.store import RecordStore, read_records
 
-    results = load_results(db, run_id)
-    store = RecordStore(db)
+    results, problems = read_records(db, run_id)
+    store = RecordStore(db, readonly=True)
     try:
         ran = set(results["run_id"].dropna())
         searches = [s for s in store.searches() if s["run_id"] in ran]
         runs = {r: run for r, run in store.run_details().items() if r in ran}
+        problems += [p for p in store.problems if p not in problems]
     finally:
         store.close()
     return write_report(results, out_dir or Path(db).parent, searches=searches, runs=runs,
-                        self_contained=self_contained)
+                        self_contained=self_contained, problems=problems)
 
 
 def _attach_assets(record: dict[str, Any], k: int, out: Path, pages: dict[str, Path],
@@ -344,6 +348,11 @@ def report_html(data: dict[str, Any]) -> str:
     title = ("Campaign " + campaign["campaign_id"]) if campaign else "Run report"
     diagnostic = ("<p class='warn'>Diagnostic run: the policy read privileged simulator "
                   "state; these are not capability scores.</p>" if data["diagnostic"] else "")
+    problems = "".join(f"<li>{esc(p)}</li>" for p in data.get("problems") or [])
+    if problems:
+        diagnostic += ("<div class='warn' id='records-problems'><p>The records file could not "
+                       f"be read whole; this report shows what it holds:</p><ul>{problems}"
+                       "</ul></div>")
     body = (f"<h1>{esc(title)}</h1>{_identity(data)}{diagnostic}"
             f"<h2>Method</h2>{_mapping_table('method', data['method'], METHOD_KEYS)}"
             f"<h2>Benchmark</h2>"
