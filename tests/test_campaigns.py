@@ -54,7 +54,7 @@ def test_a_campaign_runs_each_case_once_whatever_the_run(tmp_path):
     assert counts(campaign) == {"cases": 3, "done": 3, "succeeded": 0, "failed": 3,
                                 "errored": 0, "interrupted": 0, "in_flight": 0,
                                 "unattempted": 0}
-    with pytest.raises(ValueError, match="would change outcomes"):
+    with pytest.raises(ValueError, match="'max_steps' cannot be set when a campaign runs"):
         campaign.run(max_steps=20)
     with pytest.raises(ValueError, match="already holds records"):
         create_campaign(config(tmp_path, policy="zero", episodes=3, max_steps=15), "other")

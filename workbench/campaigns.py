@@ -3,17 +3,23 @@
 ``create_campaign(config)`` freezes, in ``<output_dir>/records.sqlite`` (and a readable
 ``campaign.json`` beside it): the benchmark and suite, the ordered case list, the
 budgets (steps and policy calls per episode), the policy's reference, options and
-source file, and content hashes of the config, of every workbench source file and of
-the policy's source module. :meth:`Campaign.run` re-checks those hashes and refuses,
-naming the files that differ, when the code changed; runs the policy's optional
-``preflight()`` (no benchmark, no action) before it claims anything; then runs the
-unattempted cases through the one runner (:func:`workbench.run`, any backend).
+source file, and content hashes of the config and of everything that decides
+behaviour (:mod:`workbench.records.sources`): every file of the workbench package (code,
+data, weights), the policy's and the benchmark's own local modules and the local modules
+they import, and the files the policy's options name. :meth:`Campaign.run` re-checks
+those hashes before it starts and again before every claim, and refuses, naming the
+files that differ; runs the policy's optional ``preflight()`` (no benchmark, no
+action) before it claims anything; then runs the unattempted cases through the one
+runner (any backend).
 
-Claims are permanent per case, whatever the run, process or machine: a case is
-claimed atomically once. An attempt whose process died stays recorded as
-``interrupted`` (an infrastructure error) and runs again only when the user names it
-(``run(retry=[case])``, ``workbench campaign run --retry CASE``), a request the records
-keep. Several processes, or machines sharing the file, may run one campaign at once.
+Claims are permanent per case, whatever the run id, process or machine: a case is
+claimed atomically once, in the campaign's own records, and :func:`workbench.run`
+refuses the campaign's folder. At run time only how it runs may change
+(:data:`RUN_TIME_KEYS`: backend, pools, progress, video, ...); anything else is refused.
+An attempt whose process died stays recorded as ``interrupted`` (an infrastructure
+error) and runs again only when the user names it (``run(retry=[case])``, ``workbench
+campaign run --retry CASE``), a request checked whole before any of it is kept, and
+kept. Several processes, or machines sharing the file, may run one campaign at once.
 
 >>> import tempfile
 >>> folder = tempfile.mkdtemp()
@@ -30,7 +36,7 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -40,9 +46,11 @@ import workbench
 from workbench.config import EvalConfig, as_config
 from workbench.contracts.plan import plan_episodes, shard_episodes
 from workbench.records.provenance import package_versions, policy_source, run_provenance
+from workbench.records.sources import (FrozenSources, local_modules, option_files,
+                                       package_files)
 from workbench.records.store import RecordStore, holder_alive, outcome
 from workbench.reports.run_report import write_report
-from workbench.runner import EvalRun, run
+from workbench.runner import EvalRun, execute
 from workbench.runtime.job import build_components
 
 RECORDS = "records.sqlite"
@@ -52,8 +60,25 @@ STATUS_COLUMNS = ("cases", "done", "succeeded", "failed", "errored", "interrupte
                   "in_flight", "unattempted")
 
 
+RUN_TIME_KEYS = ("backend", "pool", "search", "ray", "service", "progress", "video",
+                 "interactions", "warm_up", "observe")
+"""Config keys a campaign run may set: how it runs, never what (nor where it records)."""
+
+
+SOURCE_LABELS = {"policy": "policy source", "benchmark": "benchmark source",
+                 "options": "file named in policy_options"}
+
+
 class CodeChanged(ValueError):
-    """The workbench or the policy's source differs from what the campaign froze."""
+    """The workbench, the policy's or benchmark's code, or a file the policy's options
+    name differs from what the campaign froze. ``exit_code``: 2 before the run, 1 once
+    it ran (a change found before a claim)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, during_run: bool = False) -> None:
+        super().__init__(message)
+        self.exit_code = 1 if during_run else 2
 
 
 def _sha256(data: bytes) -> str:
@@ -61,9 +86,22 @@ def _sha256(data: bytes) -> str:
 
 
 def source_hashes(root: Path) -> dict[str, str]:
-    """SHA-256 of every ``.py`` file under ``root``, by path relative to its parent."""
+    """SHA-256 of every ``.py`` file under ``root``, by path relative to its parent (what
+    campaigns frozen before :mod:`workbench.records.sources` hashed)."""
     return {str(p.relative_to(root.parent)): _sha256(p.read_bytes())
             for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+class _LegacySources:
+    """The check of a campaign frozen before the scheme: the workbench's ``.py`` files."""
+
+    def __init__(self, frozen: Mapping[str, str]) -> None:
+        self.frozen = dict(frozen)
+
+    def changed(self) -> list[str]:
+        now = source_hashes(_workbench_root())
+        return [f"{f} ({'removed' if f not in now else 'added' if f not in self.frozen else 'modified'})"
+                for f in sorted(set(self.frozen) | set(now)) if self.frozen.get(f) != now.get(f)]
 
 
 def _digest(files: Mapping[str, str]) -> str:
@@ -93,7 +131,12 @@ def create_campaign(config: EvalConfig | Mapping[str, Any],
     plan = shard_episodes(plan_episodes(adapter.name, config.suite, config.task_names(),
                                         config.episodes), config.shards, config.shard)
     source_file, source_hash = policy_source(config)
-    files = source_hashes(_workbench_root())
+    root = _workbench_root()
+    files = package_files(root)
+    sources = {"workbench": files,
+               "policy": local_modules(config.policy_factory().load(), [root]),
+               "benchmark": local_modules(adapter, [root]),
+               "options": option_files(config.policy_options)}
     frozen = config.to_dict()
     manifest = {
         "schema": SCHEMA, "campaign_id": campaign_id, "created": time.time(),
@@ -107,8 +150,9 @@ def create_campaign(config: EvalConfig | Mapping[str, Any],
         "budgets": {"max_steps": min(config.max_steps or adapter.max_steps, adapter.max_steps),
                     "max_policy_calls": config.max_policy_calls,
                     "invalid_actions": config.invalid_actions},
-        "hashes": {"config": _config_hash(frozen), "workbench": _digest(files)},
-        "sources": {"workbench": files},
+        "hashes": {"config": _config_hash(frozen), "workbench": _digest(files),
+                   **{f"{g}_sources": _digest(f) for g, f in sources.items() if g != "workbench"}},
+        "sources": {"scheme": 2, **sources},
         "cases": [s.episode_id for s in sorted(plan)],
         "backend": config.backend, "service_url": config.service.url,
         "python": sys.version.split()[0], "workbench_version": workbench.__version__,
@@ -149,6 +193,7 @@ class Campaign:
 
     folder: Path
     manifest: dict[str, Any]
+    _frozen: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def campaign_id(self) -> str:
@@ -167,15 +212,14 @@ class Campaign:
                               "validates to the same settings (defaults changed?)")
         return config
 
-    def check_code(self) -> None:
-        """Refuse, naming the files, when the workbench or the policy source changed."""
-        frozen = self.manifest["sources"]["workbench"]
-        now = source_hashes(_workbench_root())
-        changed = [f"{f} ({'removed' if f not in now else 'added' if f not in frozen else 'modified'})"
-                   for f in sorted(set(frozen) | set(now)) if frozen.get(f) != now.get(f)]
+    def check_code(self, during_run: bool = False) -> None:
+        """Refuse, naming the files, when anything the campaign froze differs: a file of
+        the workbench package, a local module of the policy or benchmark, a file the
+        policy's options name (cheap to repeat: files are re-hashed only when changed)."""
+        changed = self._sources().changed()
         policy = self.manifest["policy"]
-        if policy.get("source_file"):
-            path = Path(policy["source_file"])
+        if "scheme" not in self.manifest["sources"] and policy.get("source_file"):
+            path = Path(policy["source_file"])  # a campaign frozen before the scheme
             if not path.exists():
                 changed.append(f"{path} (policy source missing)")
             elif _sha256(path.read_bytes()) != policy["source_hash"]:
@@ -183,8 +227,21 @@ class Campaign:
         if changed:
             more = f" and {len(changed) - 8} more" if len(changed) > 8 else ""
             raise CodeChanged(f"campaign {self.campaign_id}: source changed since it was "
-                              f"frozen: {', '.join(changed[:8])}{more}; restore it or create "
-                              "a new campaign")
+                              f"frozen: {', '.join(changed[:8])}{more}; "
+                              + ("the run stopped before its next claim; " if during_run
+                                 else "") + "restore it or create a new campaign",
+                              during_run)
+
+    def _sources(self) -> FrozenSources:
+        if self._frozen is None:
+            sources = self.manifest["sources"]
+            if "scheme" in sources:
+                groups = {g: f for g, f in sources.items() if g != "scheme"}
+                self._frozen = FrozenSources(groups, roots={"workbench": _workbench_root()},
+                                             labels=SOURCE_LABELS)
+            else:  # before the scheme: .py files of the workbench only
+                self._frozen = _LegacySources(sources["workbench"])
+        return self._frozen
 
     def preflight(self, config: EvalConfig | None = None) -> None:
         """The policy's own readiness check (no benchmark, no action), if it has one."""
@@ -203,31 +260,52 @@ class Campaign:
             **overrides: Any) -> EvalRun:
         """Run every unattempted case (and the ``retry`` cases, on explicit request).
 
-        overrides: settings that do not change outcomes (backend, pool, progress, video,
-        service...); a setting that would change outcomes is refused.
+        overrides: how it runs, keys of :data:`RUN_TIME_KEYS` (a section as a mapping:
+        ``pool={"workers": 4}``); any other key is refused (none of these is in
+        :meth:`EvalConfig.key`, the hash of what decides outcomes). retry: cases to attempt once more, each interrupted or an
+        infrastructure error, each named once; the request is checked whole before any
+        of it is recorded.
         """
         self.check_code()
-        config = self.config()
-        if overrides:
-            changed = config.replace(**overrides)
-            if changed.key() != config.key() or changed.run_id != config.run_id:
-                raise ValueError(f"campaign {self.campaign_id}: {sorted(overrides)} would "
-                                 "change outcomes; only how it runs may be overridden")
-            config = changed
+        config = self._run_time(self.config(), overrides)
+        retry = self._retry_list(retry)
         self.preflight(config)
-        retry = list(retry)
-        unknown = [c for c in retry if c not in self.manifest["cases"]]
-        if unknown:
-            raise ValueError(f"--retry {unknown[0]!r} is not a case of campaign "
-                             f"{self.campaign_id}; cases look like {self.manifest['cases'][0]!r}")
         store = RecordStore(self.records_path)
         try:
             store.recover(self.campaign_id)
-            for case in retry:
-                store.retry(self.campaign_id, case, reason)
+            if retry:
+                store.retry(self.campaign_id, retry, reason)
         finally:
             store.close()
-        return run(config)
+        return execute(config, campaign=self.campaign_id,
+                       before_claim=lambda: self.check_code(during_run=True))
+
+    def _run_time(self, config: EvalConfig, overrides: Mapping[str, Any]) -> EvalConfig:
+        """``config`` with the run-time ``overrides``; one line naming a key that is not a
+        config key, or that may not change once a campaign is frozen."""
+        known = set(config.to_dict())
+        for key in overrides:
+            if key not in known:
+                raise ValueError(f"campaign {self.campaign_id}: {key!r} is not a config key; "
+                                 f"run-time keys: {', '.join(RUN_TIME_KEYS)}")
+            if key not in RUN_TIME_KEYS:
+                raise ValueError(f"campaign {self.campaign_id}: {key!r} cannot be set when a "
+                                 "campaign runs (it decides what runs or where it is "
+                                 f"recorded); run-time keys: {', '.join(RUN_TIME_KEYS)}")
+        return config.replace(**overrides) if overrides else config
+
+    def _retry_list(self, retry: Iterable[str]) -> list[str]:
+        retry = [retry] if isinstance(retry, str) else list(retry)
+        for case in retry:
+            if not isinstance(case, str) or case not in self.manifest["cases"]:
+                raise ValueError(f"--retry {case!r} is not a case of campaign "
+                                 f"{self.campaign_id}; cases look like "
+                                 f"{self.manifest['cases'][0]!r}; nothing was retried")
+        twice = sorted({c for c in retry if retry.count(c) > 1})
+        if twice:
+            raise ValueError(f"--retry {twice[0]!r} is given twice: one attempt per case per "
+                             "--retry request; nothing was retried")
+        return retry
 
     # -- reading ----------------------------------------------------------------------
     def results(self) -> pd.DataFrame:

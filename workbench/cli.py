@@ -343,16 +343,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     use_headless_rendering()
-    from workbench.records.store import RecordsError
-
     try:
         return args.func(args)
-    except RecordsError as exc:
-        print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except (ValueError, FileNotFoundError) as exc:  # ContractError is a ValueError
         print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted; finished episodes are recorded, an "
               "episode in flight will be recorded as interrupted on the next run",

@@ -150,8 +150,18 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
     pool: a warm pool to run on instead of starting one (from :func:`open_pool` for
     backend pool, :func:`open_ray_pool` for backend ray); observers: watchers of every
     episode's step loop (backend sequential). The policy is checked against the
-    benchmark before anything is claimed.
+    benchmark before anything is claimed. A folder holding a campaign is refused: its
+    cases are claimed only through :meth:`~workbench.campaigns.Campaign.run`.
     """
+    return execute(config, pool=pool, observers=observers)
+
+
+def execute(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | None = None,
+            observers: Sequence[EpisodeObserver] = (), campaign: str | None = None,
+            before_claim: Callable[[], None] | None = None) -> EvalRun:
+    """:func:`run`, for a campaign: ``campaign`` names the campaign whose cases the
+    folder holds (its run), ``before_claim`` re-checks its frozen sources before every
+    claim (raising stops the run)."""
     start = time.perf_counter()
     use_headless_rendering()
     config = as_config(config)
@@ -159,7 +169,13 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
     out = Path(config.output_dir)
     store = RecordStore(out / "records.sqlite")
     try:
-        job = _freeze(config, parts, store)
+        held = store.campaign_ids()
+        if held and (campaign not in held or config.resolved_run_id() != campaign):
+            raise ValueError(f"{out} holds campaign {held[0]!r}: its cases are claimed only "
+                             f"by `workbench campaign run {out}` (a new run id is not "
+                             "permission to repeat them); evaluate elsewhere in another "
+                             "folder")
+        job = _freeze(config, parts, store, before_claim)
         handshake_policy(job)
         report, search = BACKENDS[config.backend](job, pool, observers)
         searches = (search,) if search is not None else tuple(report.searches)
@@ -172,7 +188,8 @@ def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | No
                    time.perf_counter() - start, searches)
 
 
-def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:
+def _freeze(config: EvalConfig, parts: Components, store: RecordStore,
+            before_claim: Callable[[], None] | None = None) -> Job:
     plan = plan_episodes(config.benchmark_class.name, config.suite, config.task_names(),
                          config.episodes)
     plan = shard_episodes(plan, config.shards, config.shard)
@@ -180,7 +197,7 @@ def _freeze(config: EvalConfig, parts: Components, store: RecordStore) -> Job:
                               policy=parts.policy_name, diagnostic=parts.capabilities.privileged,
                               provenance=run_provenance(config))
     store.recover(run_id)  # a crashed earlier attempt: recorded, never retried
-    return Job(config, parts, plan, store, run_id)
+    return Job(config, parts, plan, store, run_id, before_claim)
 
 
 def open_pool(config: EvalConfig | Mapping[str, Any], max_workers: int | None = None,

@@ -719,34 +719,53 @@ class RecordStore:
                 self._count_finished(c, run_id, eid, 1)
         return ids
 
-    def retry(self, run_id: str, episode_id: str, reason: str | None = None) -> None:
-        """Make an interrupted or infrastructure-errored episode claimable once more, on
-        the user's explicit request, recorded in ``retries``. A task success or failure,
-        a policy error, or an episode not yet finished is refused: outcomes are never
-        re-drawn."""
-        with self._tx(f"retry case {episode_id!r}") as c:
-            row = c.execute("SELECT status, success, error_kind, interrupted FROM episodes "
-                            "WHERE run_id=? AND episode_id=?", (run_id, episode_id)).fetchone()
-            if row is None:
-                raise ValueError(f"no case {episode_id!r} in {run_id!r}")
-            status, success, error_kind, interrupted = row
-            previous = outcome(success, error_kind, interrupted) if status == "finished" \
-                else status
-            if status != "finished" or not (interrupted or error_kind == "infrastructure"):
-                raise ValueError(
-                    f"case {episode_id!r} is {previous}"
-                    + (f" ({error_kind} error)" if previous == "errored" else "")
-                    + "; only an interrupted or infrastructure-errored case may be retried")
-            c.execute("INSERT INTO retries VALUES (?, ?, ?, ?, ?, ?)",
-                      (run_id, episode_id, time.time(), self.holder, previous, reason))
-            self._count_finished(c, run_id, episode_id, -1)
-            c.execute("UPDATE episodes SET status='planned', worker=NULL, claimed_at=NULL, "
-                      "finished_at=NULL, success=NULL, terminal_step=NULL, steps=NULL, "
-                      "wall_s=NULL, error_kind=NULL, error_message=NULL, video_path=NULL, "
-                      "rollout_path=NULL, policy_calls=NULL, observations=NULL, decisions=NULL,"
-                      " rejections=NULL, termination=NULL, interactions_path=NULL, "
-                      "interrupted=0, holder=NULL, heartbeat_at=NULL "
-                      "WHERE run_id=? AND episode_id=?", (run_id, episode_id))
+    def retry(self, run_id: str, episode_ids: str | Sequence[str],
+              reason: str | None = None) -> None:
+        """Make interrupted or infrastructure-errored episodes claimable once more, on
+        the user's explicit request, each recorded in ``retries``. All of ``episode_ids``
+        are checked before any is changed, in one transaction: a case named twice, an
+        unknown case, a task success or failure, a policy error or an episode not yet
+        finished refuses the whole request (outcomes are never re-drawn)."""
+        ids = [episode_ids] if isinstance(episode_ids, str) else list(episode_ids)
+        twice = sorted({e for e in ids if ids.count(e) > 1})
+        if twice:
+            raise ValueError(f"case {twice[0]!r} is named twice: one attempt per case per "
+                             "retry request; nothing was retried")
+        with self._tx(f"retry cases {ids[:3]}") as c:
+            previous = {eid: self._retryable(c, run_id, eid) for eid in ids}
+            for eid in ids:
+                c.execute("INSERT INTO retries VALUES (?, ?, ?, ?, ?, ?)",
+                          (run_id, eid, time.time(), self.holder, previous[eid], reason))
+                self._count_finished(c, run_id, eid, -1)
+                c.execute("UPDATE episodes SET status='planned', worker=NULL, claimed_at=NULL,"
+                          " finished_at=NULL, success=NULL, terminal_step=NULL, steps=NULL, "
+                          "wall_s=NULL, error_kind=NULL, error_message=NULL, video_path=NULL, "
+                          "rollout_path=NULL, policy_calls=NULL, observations=NULL, "
+                          "decisions=NULL, rejections=NULL, termination=NULL, "
+                          "interactions_path=NULL, interrupted=0, holder=NULL, "
+                          "heartbeat_at=NULL WHERE run_id=? AND episode_id=?", (run_id, eid))
+
+    @staticmethod
+    def _retryable(c: sqlite3.Connection, run_id: str, episode_id: str) -> str:
+        """The case's outcome word, if it may be retried; else ValueError (nothing done)."""
+        row = c.execute("SELECT status, success, error_kind, interrupted FROM episodes "
+                        "WHERE run_id=? AND episode_id=?", (run_id, episode_id)).fetchone()
+        if row is None:
+            raise ValueError(f"no case {episode_id!r} in {run_id!r}; nothing was retried")
+        status, success, error_kind, interrupted = row
+        previous = outcome(success, error_kind, interrupted) if status == "finished" \
+            else status
+        if status != "finished" or not (interrupted or error_kind == "infrastructure"):
+            raise ValueError(
+                f"case {episode_id!r} is {previous}"
+                + (f" ({error_kind} error)" if previous == "errored" else "")
+                + "; only an interrupted or infrastructure-errored case may be retried; "
+                "nothing was retried")
+        return previous
+
+    def campaign_ids(self) -> list[str]:
+        """The campaigns frozen in this file."""
+        return [r[0] for r in self._connect().execute("SELECT campaign_id FROM campaigns")]
 
     # -- campaigns --------------------------------------------------------------
     def create_campaign(self, campaign_id: str, manifest: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from workbench.benchmarks.base import check_compatibility
 from workbench.config import EvalConfig
@@ -72,6 +73,8 @@ class Job:
     plan: list[EpisodeSpec]
     store: RecordStore
     run_id: str
+    before_claim: Callable[[], None] | None = None
+    """Called before every claim (a campaign's check of its frozen sources)."""
 
     @property
     def output_dir(self) -> Path:
@@ -85,7 +88,7 @@ class Job:
             print(f"{label}: all {len(self.plan)} episodes already recorded in "
                   f"{self.store.path} (run {self.run_id}); nothing to run", flush=True)
         return RecordSink(self.store, self.run_id, label, pending,
-                          self.config.progress and pending > 0)
+                          self.config.progress and pending > 0, self.before_claim)
 
     def videos(self) -> set[str]:
         """Episode ids to film (the plan's first N, see ``video``)."""

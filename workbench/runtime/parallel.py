@@ -71,7 +71,8 @@ def execute_pool(job: Job, pool: EvalPool | None = None
         pool = start_pool(job.parts, config)
     sink = job.sink(f"{job.parts.policy_name} on {config.suite} (pool)")
     try:
-        counted = (CountedProbes(lambda: RecordSink(job.store, job.run_id),
+        counted = (CountedProbes(lambda: RecordSink(job.store, job.run_id,
+                                                      before_claim=job.before_claim),
                                  job.episode_options(), frozenset(job.videos()))
                    if job.parts.capabilities.runtime_invariant else None)
         search = prepare_pool(pool, config, job.plan, lambda: sink.pending(job.plan),

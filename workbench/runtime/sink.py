@@ -12,7 +12,7 @@ import math
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
@@ -36,11 +36,14 @@ def video_episodes(plan: Sequence[EpisodeSpec], video: str | int) -> set[str]:
 
 class RecordSink:
     """Claims episodes of ``run_id`` and records their results; ``store`` None keeps
-    rows only. ``label`` and ``total`` describe the progress bar (``progress``)."""
+    rows only. ``label`` and ``total`` describe the progress bar (``progress``);
+    ``before_claim`` is called before every claim (raising stops the run unclaimed)."""
 
     def __init__(self, store: RecordStore | None, run_id: str | None, label: str = "episodes",
-                 total: int | None = None, progress: bool = False) -> None:
+                 total: int | None = None, progress: bool = False,
+                 before_claim: Callable[[], None] | None = None) -> None:
         self.store, self.run_id = store, run_id
+        self.before_claim = before_claim
         self.rows: list[dict[str, Any]] = []
         self._bar = tqdm(total=total, desc=label, unit="ep", disable=not progress)
         self._wins = 0
@@ -55,7 +58,11 @@ class RecordSink:
 
     def claim(self, spec: EpisodeSpec, worker: str) -> bool:
         """Claim one planned episode; False if it was claimed before (never run twice)."""
-        return self.store is None or self.store.claim(self.run_id, spec.episode_id, worker)
+        if self.store is None:
+            return True
+        if self.before_claim is not None:
+            self.before_claim()
+        return self.store.claim(self.run_id, spec.episode_id, worker)
 
     def finish(self, spec: EpisodeSpec, result: EpisodeResult, worker: str) -> dict[str, Any]:
         """Record ``result`` for a claimed episode; returns its row."""
