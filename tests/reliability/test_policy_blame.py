@@ -14,16 +14,14 @@ from workbench.contracts.results import MAX_MESSAGE_CHARS
 
 # episode index -> misbehaviour, and what its recorded message says (any of the texts:
 # the pool's replica reports its own traceback)
-HOWS = ["none", "sys_exit", "os_exit", "memory", "infrastructure", "hostile_str", "huge",
-        "hang"]
+HOWS = ["none", "sys_exit", "os_exit", "memory", "infrastructure", "hostile_str", "huge"]
 SAYS = {"sys_exit": ("the policy called sys.exit(3)",),
         "os_exit": ("the policy called os._exit(4)",),
         "memory": ("MemoryError: the policy's own allocation",),
         "infrastructure": ("InfrastructureError: not my fault, says the policy",),
         "hostile_str": ("HostileStr: (its message could not be read: ValueError)",
                         "HostileStr: <exception str() failed>"),
-        "huge": ("[cut: ",),
-        "hang": ("did not return within 2 s",)}
+        "huge": ("[cut: ",)}
 BASE = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3"], episodes=len(HOWS),
             max_steps=12, image_size=32, progress=False, policy="hostile_policies:Misbehaves",
             policy_call_timeout_s=2.0)
@@ -51,6 +49,20 @@ def test_whatever_the_policys_code_does_is_its_own_failure(tmp_path, backend):
     assert summary["infra_errors"] == 0 and summary["policy_errors"] == len(HOWS) - 1
     if backend == "pool":  # the replica's policy, unloaded when the pool stopped
         assert len(list(unloaded.iterdir())) == 1
+
+
+@pytest.mark.parametrize("backend", ["sequential", "pool"])
+def test_a_call_that_never_returns_is_its_episodes_policy_failure(tmp_path, backend):
+    """Run apart from the other misbehaviours: a hung call holds its replica, so a call
+    another worker sends to that replica meanwhile times out too (the same policy's fault,
+    but it would hide what the other episode's own misbehaviour says)."""
+    run = workbench.run(BASE | {"backend": backend, "pool": {"workers": 1}, "episodes": 1,
+                                "output_dir": str(tmp_path / "run"),
+                                "policy_options": {"hows": ["hang"]}})
+    row = run.results.iloc[0]
+    assert row["error_kind"] == "policy", row["error_message"]
+    assert "did not return within 2 s" in row["error_message"], row["error_message"]
+    assert row["steps"] == 5
 
 
 def test_the_sequential_backend_unloads_its_policy(tmp_path):
