@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,10 +81,12 @@ WORKLOADS = {
 def sim_service(episodes: int, image_size: int, max_steps: int) -> Iterator[tuple[str, str]]:
     """A ``workbench serve`` process on loopback scheduling ``episodes`` cases of
     :data:`SUITE`; yields (url, admin token) and stops it on exit."""
-    token_file = Path(tempfile.mkdtemp(prefix="sim-token-")) / "token"
+    state = Path(tempfile.mkdtemp(prefix="sim-service-"))  # fresh: its cases never ran
+    token_file = state / "token"
     command = [sys.executable, "-m", "workbench.cli", "serve", "--benchmark", "metaworld",
                "--suite", SUITE, "--episodes", str(episodes), "--image-size", str(image_size),
-               "--max-steps", str(max_steps), "--port", "0", "--token-file", str(token_file)]
+               "--max-steps", str(max_steps), "--port", "0", "--state-dir", str(state),
+               "--token-file", str(token_file)]
     service = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         line = service.stdout.readline()
@@ -94,7 +97,7 @@ def sim_service(episodes: int, image_size: int, max_steps: int) -> Iterator[tupl
     finally:
         service.terminate()
         service.wait(timeout=60)
-        token_file.unlink(missing_ok=True)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def source_revision() -> str:

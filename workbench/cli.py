@@ -53,6 +53,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(summarize(result.results).to_string(index=False))
     _, page = report_from_records(result.records_path, result.run_id, result.output_dir)
     print(f"records: {result.records_path} (run {result.run_id}); report: {page}")
+    if not result.report.complete:
+        left = int((result.results["status"] == "planned").sum())
+        print(f"workbench eval: stopped before the plan was done: "
+              f"{result.report.failures[0] if result.report.failures else 'incomplete'}; "
+              f"{left} planned cases not attempted (run the same command to resume)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -149,20 +156,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from workbench.service.sim_server import build_service
 
-    token = os.environ.get("WORKBENCH_SIM_TOKEN")
+    token = os.environ.get("WORKBENCH_SIM_TOKEN") or None
+    state_dir = Path(args.state_dir)
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ValueError(f"--state-dir {state_dir} is a file, not a folder")
     service = build_service(args.benchmark, args.suite, args.tasks, args.episodes, args.seed,
                             args.image_size, args.max_steps, token=token, host=args.host,
                             port=args.port, slots=args.slots, video=args.video_dir is not None,
-                            artifacts_dir=args.video_dir, idle_timeout_s=args.idle_timeout)
+                            artifacts_dir=args.video_dir, idle_timeout_s=args.idle_timeout,
+                            state_path=str(state_dir / "service.sqlite"))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    service.start()
-    if args.token_file:
-        Path(args.token_file).write_text(service.token)
-    shown = "from $WORKBENCH_SIM_TOKEN" if token else (
-        f"in {args.token_file}" if args.token_file else service.token)
+    try:
+        service.start()
+    except OSError as exc:
+        raise ValueError(f"cannot listen on {args.host}:{args.port}: "
+                         f"{exc.strerror or exc}") from None
+    token_file = Path(args.token_file) if args.token_file else state_dir / "token"
+    if not token:  # a secret of its own: readable by this user only, never printed
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        token_file.unlink(missing_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(service.token)
+    shown = service.token if args.show_token else (
+        "from $WORKBENCH_SIM_TOKEN" if token else f"in {token_file} (mode 0600)")
     print(f"serving {service.benchmark} {service.suite} ({len(service.schedule)} cases) at "
-          f"{service.url}; admin token {shown}", flush=True)
+          f"{service.url}; admin token {shown}; case states in {service.state_path}",
+          flush=True)
     try:
         stop.wait()
     except KeyboardInterrupt:
@@ -268,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--self-contained", action="store_true",
                    help="report: embed videos, posters and histories in report.html")
     p = _add(sub, "serve", "Serve a benchmark as a SIM service (WebSocket, "
-                           "workbench.sim-server/v1): a fixed schedule of cases, each "
+                           "workbench.sim-server/v2): a fixed schedule of cases, each "
                            "attempted once.", cmd_serve)
     p.add_argument("--benchmark", required=True,
                    help="a registered benchmark or package.module:Adapter")
@@ -282,13 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cap on controls per case below the benchmark's own limit")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default loopback; 0.0.0.0 for every interface)")
-    p.add_argument("--port", type=int, default=8765, help="port to listen on (0: any free)")
+    p.add_argument("--port", type=int, default=8765,
+                   help="port to listen on, 1-65535 (0: any free one)")
     p.add_argument("--slots", type=int, default=1, help="sessions simulated at once")
     p.add_argument("--video-dir", default=None, help="record episode videos here")
     p.add_argument("--idle-timeout", type=float, default=300.0,
                    help="seconds a session may stay silent before it is abandoned")
+    p.add_argument("--state-dir", default="runs/sim-service",
+                   help="folder of the service's SQLite case states (what it already ran, "
+                        "kept across restarts) and, by default, its token file")
     p.add_argument("--token-file", default=None,
-                   help="write the admin token here (else $WORKBENCH_SIM_TOKEN, else printed)")
+                   help="where a generated admin token is written, mode 0600 (default "
+                        "STATE_DIR/token; not written when $WORKBENCH_SIM_TOKEN is set)")
+    p.add_argument("--show-token", action="store_true",
+                   help="also print the admin token (it is never printed otherwise)")
     p = _add(sub, "serve-policy", "Serve a workbench policy on the workbench, openpi or "
                                   "vla-eval wire, batching across connections.",
              cmd_serve_policy)

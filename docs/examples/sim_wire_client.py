@@ -1,12 +1,14 @@
-"""A client of the SIM wire (docs/sim-wire.md) written from that page alone: it joins a
-`workbench serve` service, runs every case of the schedule with a policy that moves the
-end effector's first coordinate toward 0, and prints one line per case.
+"""A client of the SIM wire (docs/sim-wire.md) written from that page alone: as the
+operator (it holds the admin token), it runs every case of a `workbench serve` service's
+schedule with a policy that moves the end effector's first coordinate toward 0, and
+prints one line per case.
 
 Only websockets and msgpack are needed (and the standard library):
 
-    python docs/examples/sim_wire_client.py ws://127.0.0.1:8765
+    WORKBENCH_SIM_TOKEN=... python docs/examples/sim_wire_client.py ws://127.0.0.1:8765
 """
 
+import os
 import struct
 import sys
 
@@ -49,27 +51,40 @@ def policy(state, dim):
     return [push] + [0.0] * (dim - 1)
 
 
-def main(url):
+def main(url, token):
     with connect(url, max_size=None) as ws:
-        run(Client(ws))
+        run(Client(ws), url, token)
 
 
-def run(client):
-    welcome = client.ask({"type": "hello", "protocol": "workbench.sim-server/v1"})
+def run(admin, url, token):
+    """The operator's connection hands out one ticket per case; each case runs on a
+    connection of its own that holds only its ticket."""
+    welcome = admin.ask({"type": "hello", "protocol": "workbench.sim-server/v2",
+                         "token": token})
     spec = welcome["spec"]
     dim, names = spec["action"]["dim"], [f["name"] for f in spec["observation"]]
     features = ["state"] if "state" in names else names[:1]
     for case in welcome["schedule"]:
-        started = client.ask({"type": "start", "case": case, "features": features})
-        observation, done, steps = started["observation"], False, 0
-        while not done:
-            state = numbers(observation["state"]) if "state" in observation else []
-            reply = client.ask({"type": "step", "action": array(policy(state, dim))})
-            if reply["type"] == "rejected":
-                raise RuntimeError(f"action refused: {reply['message']}")
-            observation, done, steps = reply.get("observation", {}), reply["done"], reply["step"]
-        print(f"{case}: {steps} steps, task {started['task']!r}")
+        ticket = admin.ask({"type": "ticket", "case": case})["ticket"]
+        with connect(url, max_size=None) as ws:
+            session = Client(ws)
+            session.ask({"type": "hello", "protocol": "workbench.sim-server/v2",
+                         "ticket": ticket})
+            started = session.ask({"type": "start", "features": features})
+            observation, done, success = started["observation"], False, False
+            while not done:
+                state = numbers(observation["state"]) if "state" in observation else []
+                reply = session.ask({"type": "step", "action": array(policy(state, dim))})
+                if reply["type"] == "rejected":
+                    raise RuntimeError(f"action refused: {reply['message']}")
+                observation, done, steps = reply.get("observation"), reply["done"], reply["step"]
+                # success is told to the operator only; the operator ends the episode there
+                success = admin.ask({"type": "score", "case": case})["terminal_step"] is not None
+                if success and not done:
+                    session.ask({"type": "end"})
+                    done = True
+        print(f"{case}: {steps} steps, task {started['task']!r}, success {success}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], os.environ["WORKBENCH_SIM_TOKEN"])

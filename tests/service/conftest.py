@@ -68,6 +68,7 @@ class Wire:
         self.ws = connect(url, max_size=None, open_timeout=RECV_S, ping_interval=None)
         self.seq = 0
         self.admin = False
+        self.case: str | None = None  # the case of the ticket it joined with
         self.replies: list[dict[str, Any]] = []
 
     def recv(self) -> dict[str, Any]:
@@ -90,11 +91,13 @@ class Wire:
             self.seq += 1
         return reply
 
-    def hello(self, token: str | None = None) -> dict[str, Any]:
+    def hello(self, token: str | None = None, ticket: str | None = None) -> dict[str, Any]:
+        """Join with the admin ``token`` or a ``ticket`` (a session's key to one case)."""
         reply = self.request("hello", protocol=PROTOCOL,
-                             **({"token": token} if token is not None else {}))
+                             **({"token": token} if token is not None else {}),
+                             **({"ticket": ticket} if ticket is not None else {}))
         assert reply["type"] == "welcome", reply
-        self.admin = reply["admin"]
+        self.admin, self.case = reply["admin"], reply["case"]
         return reply
 
     def closed_with(self) -> int:
@@ -109,8 +112,18 @@ class Wire:
         self.ws.close()
 
 
+def take_ticket(url: str, token: str, case: str, retry: bool = False) -> str:
+    """A ticket for ``case``, asked for on an admin connection of its own."""
+    admin = Wire(url)
+    admin.hello(token)
+    reply = admin.request("ticket", case=case, retry=retry)
+    admin.close()
+    assert reply["type"] == "ticket" and reply["case"] == case, reply
+    return reply["ticket"]
+
+
 @pytest.fixture(scope="session")
 def wire_kit() -> SimpleNamespace:
     """The raw client, its reply check and its receive timeout."""
     return SimpleNamespace(Wire=Wire, reply_faults=reply_faults, consumed_seq=consumed_seq,
-                           RECV_S=RECV_S)
+                           RECV_S=RECV_S, take_ticket=take_ticket)

@@ -404,7 +404,8 @@ def test_concurrent_clients_are_batched_and_a_poisoned_request_fails_alone():
     with serve_policy("wire_policies:StateGain", {"fail_below": -0.5, "chunk_size": 5},
                       protocol="metaworld-v1", wire="openpi",
                       keys={"observation/state": "state"}, max_batch=4,
-                      max_wait_ms=200) as served:
+                      max_wait_ms=2000) as served:  # a full batch goes at once; the wait
+        # only bounds how late a slow client may join (a loaded 2-core machine is slow)
         clean = ask_together(served.url, states)
         stats = served.stats()
         assert stats["largest_batch"] > 1, stats  # one act_batch served several connections

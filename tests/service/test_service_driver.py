@@ -104,7 +104,8 @@ def test_service_killed_mid_episode_is_an_infrastructure_error_not_retried(tmp_p
     server = subprocess.Popen(
         [sys.executable, "-m", "workbench.cli", "serve", "--benchmark", "metaworld", "--suite",
          "MT1:reach-v3", "--episodes", "3", "--image-size", "32", "--max-steps", "30",
-         "--port", "0", "--token-file", str(tmp_path / "token")],
+         "--port", "0", "--token-file", str(tmp_path / "token"),
+         "--state-dir", str(tmp_path / "state")],
         stdout=subprocess.PIPE, text=True)
     try:
         url = re.search(r"at (ws://\S+);", server.stdout.readline()).group(1)

@@ -24,7 +24,8 @@ from workbench.service import sim_server
 from workbench.service.sim_client import ArtifactMismatch, ServiceError, SimClient
 from workbench.service.sim_server import MAX_REJECTIONS, MESSAGE_CHARS, PROTOCOL, build_service
 
-SUITE, TASKS = "MT10", ("pick-place-v3", "push-v3", "reach-v3", "window-open-v3")
+SUITE, TASKS = "MT10", ("pick-place-v3", "push-v3", "reach-v3", "window-open-v3", "door-open-v3",
+                        "drawer-close-v3")
 MAX_STEPS = 30
 FRAME_LIMIT = 64 * 1024
 VIDEO_STEPS = 8
@@ -70,17 +71,27 @@ class Sim:
         self.opened.append(self.kit.Wire(self.service.url))
         return self.opened[-1]
 
-    def join(self, admin: bool = False) -> Any:
+    def ticket(self, case: str | None = None, retry: bool = False) -> str:
+        """A ticket for ``case`` (default: a fresh one), from the admin."""
+        return self.kit.take_ticket(self.service.url, self.service.token,
+                                    case or next(self.cases), retry)
+
+    def join(self, admin: bool = False, case: str | None = None) -> Any:
+        """A connection joined as the admin, or with a ticket for ``case`` (default: a
+        fresh case; ``wire.case`` says which)."""
         wire = self.connect()
-        wire.hello(self.service.token if admin else None)
+        if admin:
+            wire.hello(self.service.token)
+        else:
+            wire.hello(ticket=self.ticket(case))
         return wire
 
     def start(self, features: tuple[str, ...] = ("state",)) -> tuple[Any, str]:
-        """A joined connection running a session of a fresh case."""
-        wire, case = self.join(), next(self.cases)
-        reply = wire.request("start", case=case, features=list(features))
+        """A ticket's connection running a session of a fresh case."""
+        wire = self.join()
+        reply = wire.request("start", case=wire.case, features=list(features))
         assert reply["type"] == "started" and reply["step"] == 0, reply
-        return wire, case
+        return wire, wire.case
 
     def score(self, case: str) -> dict[str, Any]:
         admin = self.join(admin=True)
@@ -267,7 +278,7 @@ def test_a_request_before_hello_is_refused_not_joined(sim, kind, fields):
     wire = sim.connect()
     reply = wire.request(kind, **fields)
     assert (reply["type"], reply["code"], reply["seq"]) == ("error", "not_joined", 0)
-    assert wire.hello()["seq"] == 1
+    assert wire.hello(ticket=sim.ticket())["seq"] == 1
 
 
 @pytest.mark.parametrize("kind", ["step", "observe", "end"])
@@ -279,23 +290,77 @@ def test_a_session_request_before_start_is_refused_no_session(sim, kind):
 
 @pytest.mark.parametrize("case", ["metaworld/MT10/reach-v3/9999", "", 3, None,
                                   ["metaworld/MT10/reach-v3/0000"]])
-def test_starting_a_case_off_the_schedule_is_refused_unknown_case(sim, case):
-    wire = sim.join()
-    reply = wire.request("start", case=case, features=["state"])
+def test_a_ticket_for_a_case_off_the_schedule_is_refused_unknown_case(sim, case):
+    admin = sim.join(admin=True)
+    reply = admin.request("ticket", case=case)
     assert (reply["type"], reply["code"]) == ("error", "unknown_case")
-    assert wire.request("observe")["code"] == "no_session"
+    assert admin.request("status")["type"] == "status"  # the admin connection stays
+
+
+@pytest.mark.parametrize("case", ["metaworld/MT10/reach-v3/9999", "", 3, None, "other"])
+def test_a_tickets_connection_starts_only_its_own_case(sim, case):
+    wire, other = sim.join(), next(sim.cases)
+    case = other if case == "other" else case
+    reply = wire.request("start", case=case, features=["state"])
+    assert (reply["type"], reply["code"]) == ("error", "wrong_case")
+    assert wire.case in reply["message"]
+    assert sim.score(other)["state"] == "unattempted"
+    assert wire.request("start", features=["state"])["case"] == wire.case  # its own: yes
 
 
 def test_a_case_is_started_once_across_connections(sim):
     first, case = sim.start()
-    second = sim.join()
-    reply = second.request("start", case=case, features=["state"])
+    admin = sim.join(admin=True)
+    reply = admin.request("ticket", case=case)  # no second key to a case that ran
     assert (reply["type"], reply["code"]) == ("error", "attempted")
     ack = first.request("step", action=ZERO)  # the first session is untouched
     assert (ack["type"], ack["step"]) == ("ack", 1)
-    first.close()  # abandoned: a policy-side connection still may not start it again
-    assert second.request("start", case=case, features=["state"])["code"] == "attempted"
+    first.close()  # abandoned: still no plain ticket; an operator's retry only
+    assert _settled_score(sim, case)["state"] == "abandoned"
+    assert admin.request("ticket", case=case)["code"] == "attempted"
+    retry = sim.connect()
+    retry.hello(ticket=sim.ticket(case, retry=True))
+    assert retry.request("start", features=["state"])["type"] == "started"
+    assert sim.score(case)["attempts"] == 2
+
+
+def test_a_ticket_runs_one_session_and_joins_one_connection(sim, service):
+    ticket = sim.ticket()
+    wire = sim.connect()
+    case = wire.hello(ticket=ticket)["case"]
+    again = sim.connect()  # the same ticket again: used
+    reply = again.request("hello", protocol=PROTOCOL, ticket=ticket)
+    assert (reply["code"], reply["message"]) == ("unauthorized", "unknown, used or void ticket")
+    assert again.closed_with() == 1008
+    assert wire.request("start", features=["state"])["type"] == "started"
+    assert wire.request("end")["type"] == "ended"
+    reply = wire.request("start", features=["state"])
+    assert (reply["type"], reply["code"]) == ("error", "attempted")
     assert sim.score(case)["attempts"] == 1
+
+
+def test_a_new_ticket_voids_the_cases_earlier_one(sim):
+    case = next(sim.cases)
+    first, second = sim.ticket(case), sim.ticket(case)
+    wire = sim.connect()
+    assert wire.request("hello", protocol=PROTOCOL, ticket=first)["code"] == "unauthorized"
+    assert sim.connect().hello(ticket=second)["case"] == case
+
+
+@pytest.mark.parametrize("retry", [True, "yes", 1, None])
+def test_a_retry_ticket_is_refused_for_a_case_that_never_ran_or_a_bad_flag(sim, retry):
+    admin = sim.join(admin=True)
+    reply = admin.request("ticket", case=next(sim.cases), retry=retry)
+    assert (reply["type"], reply["code"]) == \
+        ("error", "attempted" if retry is True else "malformed")
+
+
+def test_the_admin_connection_runs_no_sessions(sim):
+    admin, case = sim.join(admin=True), next(sim.cases)
+    reply = admin.request("start", case=case, features=["state"])
+    assert (reply["type"], reply["code"]) == ("error", "unauthorized")
+    assert "ticket" in reply["message"]
+    assert sim.score(case)["state"] == "unattempted"
 
 
 def test_a_second_start_on_a_running_connection_is_refused(sim):
@@ -309,7 +374,8 @@ def test_a_second_start_on_a_running_connection_is_refused(sim):
                                       ["depth"], [], "state", None, [3]])
 def test_a_start_with_undeclared_features_is_refused_and_leaves_the_case_unattempted(
         sim, features):
-    wire, case = sim.join(), next(sim.cases)
+    wire = sim.join()
+    case = wire.case
     reply = wire.request("start", case=case, features=features)
     assert (reply["type"], reply["code"]) == ("error", "features")
     assert "privileged" not in reply["message"]
@@ -326,6 +392,26 @@ def test_a_wrong_protocol_is_refused_and_the_connection_closed(sim, protocol):
     reply = wire.request("hello", protocol=protocol)
     assert (reply["type"], reply["code"], reply["seq"]) == ("error", "protocol", 0)
     assert PROTOCOL in reply["message"]
+    assert wire.closed_with() == 1008
+
+
+@pytest.mark.parametrize("credentials", [{}, {"token": None}, {"ticket": None},
+                                         {"token": "x", "ticket": "y"}])
+def test_a_hello_without_exactly_one_credential_is_refused_and_closed(sim, service,
+                                                                     credentials):
+    wire = sim.connect()
+    reply = wire.exchange(encode({"type": "hello", "seq": 0, "protocol": PROTOCOL,
+                                  **credentials}))
+    assert (reply["type"], reply["code"]) == ("error", "unauthorized")
+    assert "token or a ticket" in reply["message"]
+    assert wire.closed_with() == 1008
+
+
+@pytest.mark.parametrize("ticket", ["", "forged-ticket", "x" * 10_000, 7, b"bytes", [1]])
+def test_an_unknown_ticket_is_refused_unauthorized_and_the_connection_closed(sim, ticket):
+    wire = sim.connect()
+    reply = wire.request("hello", protocol=PROTOCOL, ticket=ticket)
+    assert (reply["type"], reply["code"]) == ("error", "unauthorized")
     assert wire.closed_with() == 1008
 
 
@@ -346,7 +432,7 @@ def test_an_admin_request_without_the_token_is_refused_and_the_connection_stays(
     wire = sim.join()
     reply = wire.request(kind, **fields)
     assert (reply["type"], reply["code"]) == ("error", "unauthorized")
-    started = wire.request("start", case=next(sim.cases), features=["state"])
+    started = wire.request("start", features=["state"])
     assert started["type"] == "started"
     assert wire.request("step", action=ZERO)["step"] == 1
 
@@ -360,7 +446,7 @@ def test_a_request_without_an_integer_seq_is_malformed_and_consumes_no_seq(sim, 
         message["seq"] = seq
     reply = wire.exchange(encode(message))
     assert (reply["type"], reply["code"], reply["seq"]) == ("error", "malformed", None)
-    assert wire.hello()["seq"] == 0
+    assert wire.hello(ticket=sim.ticket())["seq"] == 0
 
 
 def test_a_repeated_request_is_refused_and_not_executed_again(sim):
@@ -606,19 +692,21 @@ def test_an_artifact_request_out_of_range_is_malformed_and_the_connection_stays(
 def test_a_silent_session_is_abandoned_and_frees_its_slot(wire_kit):
     with build_service("metaworld", "MT1:reach-v3", episodes=2, image_size=32, max_steps=5,
                        idle_timeout_s=0.5) as service:
-        first = wire_kit.Wire(service.url)
-        first.hello()
         case, other = (s.episode_id for s in service.schedule)
-        assert first.request("start", case=case, features=["state"])["type"] == "started"
+        idle = wire_kit.Wire(service.url)  # joined with nothing: closed after the timeout
+        first = wire_kit.Wire(service.url)
+        first.hello(ticket=wire_kit.take_ticket(service.url, service.token, case))
+        assert first.request("start", features=["state"])["type"] == "started"
         time.sleep(1.5)
         assert first.closed_with() == 1008
         deadline = time.monotonic() + 10  # the server books it after the close handshake
         while service.cases[case].state == "running" and time.monotonic() < deadline:
             time.sleep(0.02)
         assert service.cases[case].state == "abandoned"
+        assert idle.closed_with() == 1008
         second = wire_kit.Wire(service.url)
-        second.hello()
-        assert second.request("start", case=other, features=["state"])["type"] == "started"
+        second.hello(ticket=wire_kit.take_ticket(service.url, service.token, other))
+        assert second.request("start", features=["state"])["type"] == "started"
         second.close()
 
 

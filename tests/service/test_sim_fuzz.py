@@ -1,7 +1,8 @@
 """The SIM service under random and mutated frames (Hypothesis), then a normal session.
 
 Over real loopback connections to one running service, each example joins (as the
-policy side or as an admin), starts a session when a case is free, and sends a batch
+policy side, with a ticket the admin took for a free case, or as the admin) or stays
+unjoined, starts the ticket's session, and sends a batch
 of frames: random msgpack values, well-formed requests with mutated fields (seq off,
 types swapped, fields dropped or replaced, arrays of random dtypes, shapes and bytes,
 huge integers, nested maps), random bytes, text and frames over the size limit. Every
@@ -41,14 +42,14 @@ DEADLINE = timedelta(seconds=5)
 FEATURES = ["state", "instruction", "privileged.state", "depth", ""]
 """Features a fuzzed start asks for; no cameras (a render costs ~0.1 s on CPU, and the
 conformance suite covers them)."""
-KINDS = ["step", "observe", "start", "end", "hello", "status", "score", "artifacts",
-         "artifact"]
+KINDS = ["step", "observe", "start", "end", "hello", "ticket", "status", "score",
+         "artifacts", "artifact"]
 """Request types, the most interesting first (Hypothesis leans to the first choices)."""
 REPLY_TYPES = {"welcome", "started", "ack", "rejected", "observation", "ended", "error",
-               "status", "score", "artifacts", "artifact"}
+               "status", "score", "artifacts", "artifact", "ticket"}
 CLIENT_FAULTS = {"malformed", "sequence", "unknown_type", "not_joined", "joined",
                  "protocol", "unauthorized", "session_active", "unknown_case", "features",
-                 "attempted", "no_session", "unknown_artifact"}
+                 "attempted", "no_session", "unknown_artifact", "wrong_case"}
 """Error codes a client's frame may earn (never ``simulator``, ``busy`` or ``budget``)."""
 DTYPES = ["<f4", ">f4", "<f8", "<f2", "<i4", "<i8", "|i1", "|u1", "<u2", "|b1"]
 ODD_DTYPES = ["|O", "<c8", "<c16", "<U3", "|S2", "|V4", "<M8[s]", "<m8", "f4", "float32",
@@ -109,9 +110,11 @@ def request_fields(kind: str, cases: list[str], token: str) -> st.SearchStrategy
                          st.lists(st.sampled_from(FEATURES), max_size=3), anything)
     return {
         "hello": st.fixed_dictionaries({"protocol": st.one_of(st.just(PROTOCOL), anything)},
-                                       optional={"token": st.one_of(st.just(token), anything)}),
-        "start": st.fixed_dictionaries({"case": case, "features": features},
-                                       optional={"retry": anything}),
+                                       optional={"token": st.one_of(st.just(token), anything),
+                                                 "ticket": anything}),
+        "start": st.fixed_dictionaries({"features": features},
+                                       optional={"case": case, "retry": anything}),
+        "ticket": st.fixed_dictionaries({"case": case}, optional={"retry": anything}),
         "step": st.fixed_dictionaries({"action": actions}, optional={"observe": anything}),
         "score": st.fixed_dictionaries({"case": case}),
         "artifact": st.fixed_dictionaries({"name": st.one_of(st.text(max_size=12), anything),
@@ -170,7 +173,8 @@ class Fuzzed:
     def __init__(self, kit: Any, service: SimService, counts: Counter) -> None:
         self.kit, self.service, self.counts = kit, service, counts
         self.wire = kit.Wire(service.url)
-        self.role, self.joined = "unjoined", False
+        self.role, self.joined, self.case = "unjoined", False, None
+        self.cases: list[str] = []
 
     def send(self, frame: bytes | str, message: Any, counted: str = "fuzzed") -> None:
         self.counts[counted] += 1
@@ -211,26 +215,29 @@ class Fuzzed:
         self.send(msgpack.packb(message, use_bin_type=True), message, counted="setup")
         return self.wire.replies[-1]
 
-    def join(self, role: str) -> None:
-        """Say hello as ``role``: "policy" or "admin" (or stay "unjoined", so that the
-        fuzzed hellos meet the protocol and token checks)."""
-        self.role = role
-        if role != "unjoined":
-            admin = role == "admin"
-            reply = self.request("hello", protocol=PROTOCOL,
-                                 **({"token": self.service.token} if admin else {}))
-            assert (reply["type"], reply["admin"]) == ("welcome", admin), reply
+    def join(self, role: str, cases: list[str]) -> None:
+        """Say hello as ``role``: "admin", "policy" (with a ticket for a fresh case, or
+        the retry of an abandoned one; unjoined when there is none) or "unjoined" (so
+        that the fuzzed hellos meet the protocol and credential checks)."""
+        self.role, self.case = role, None
+        if role == "admin":
+            reply = self.request("hello", protocol=PROTOCOL, token=self.service.token)
+            assert (reply["type"], reply["admin"]) == ("welcome", True), reply
+        elif role == "policy":
+            states = self.service.cases
+            fresh = [c for c in cases if states[c].state == "unattempted"]
+            retried = [c for c in cases if states[c].state == "abandoned"]
+            if fresh or retried:
+                self.case = (fresh or retried)[0]
+                ticket = self.kit.take_ticket(self.service.url, self.service.token,
+                                              self.case, retry=not fresh)
+                reply = self.request("hello", protocol=PROTOCOL, ticket=ticket)
+                assert (reply["type"], reply["case"]) == ("welcome", self.case), reply
 
-    def start(self, cases: list[str]) -> None:
-        """Start a case if one may be started: a fresh one or, as an admin, a retry of
-        an abandoned one."""
-        states = self.service.cases
-        fresh = [c for c in cases if states[c].state == "unattempted"]
-        retried = [c for c in cases if states[c].state == "abandoned"
-                   ] if self.role == "admin" else []
-        if self.role != "unjoined" and (fresh or retried):
-            reply = self.request("start", case=(fresh or retried)[0], features=["state"],
-                                 retry=not fresh)
+    def start(self) -> None:
+        """Start the ticket's case, when this connection joined with one."""
+        if self.case is not None:
+            reply = self.request("start", features=["state"])
             assert reply["type"] == "started", reply
 
     def reconnect(self) -> None:
@@ -238,7 +245,7 @@ class Fuzzed:
         self.wire.close()
         self.counts["connections"] += 1
         self.wire, self.joined = self.kit.Wire(self.service.url), False
-        self.join(self.role)
+        self.join(self.role, self.cases)
 
 
 # numpy warns when a fuzzed scalar overflows its dtype in the codec (np.float16(1e10)
@@ -256,8 +263,10 @@ def test_random_and_mutated_frames_never_break_the_service(service, wire_kit):
         conn = Fuzzed(wire_kit, service, counts)
         counts["connections"] += 1
         try:
-            conn.join(data.draw(st.sampled_from(["policy", "admin", "unjoined"]), label="role"))
-            conn.start(cases)
+            conn.cases = cases
+            conn.join(data.draw(st.sampled_from(["policy", "admin", "unjoined"]), label="role"),
+                      cases)
+            conn.start()
             for _ in range(data.draw(st.integers(*BATCH), label="frames")):
                 conn.send(*data.draw(frames(conn.wire.seq, cases, service.token,
                                             conn.joined)))
@@ -297,18 +306,21 @@ def assert_a_normal_session_matches_a_local_run(service: SimService, kit: Any) -
     assert success and len(states) < MAX_STEPS  # an outcome worth comparing
 
     wire = kit.Wire(service.url)
-    wire.hello()
-    assert wire.request("start", case=spec.episode_id, features=["state"])["type"] == "started"
-    acks = []
-    while not (acks and acks[-1]["done"]) and len(acks) < MAX_STEPS:
-        acks.append(wire.request("step", action=action))
-    wire.close()
-    assert [a["step"] for a in acks] == list(range(1, len(states) + 1))
-    assert [a["done"] for a in acks] == [False] * (len(states) - 1) + [True]
-    for ack, state in zip(acks, states):
-        np.testing.assert_array_equal(ack["observation"]["state"], state)
+    wire.hello(ticket=kit.take_ticket(service.url, service.token, spec.episode_id))
+    assert wire.request("start", features=["state"])["type"] == "started"
     admin = kit.Wire(service.url)
     admin.hello(service.token)
+    acks, scores = [], []
+    while len(acks) < len(states):  # the driver's loop: a control, then the admin's score
+        acks.append(wire.request("step", action=action))
+        scores.append(admin.request("score", case=spec.episode_id))
+    assert [a["step"] for a in acks] == list(range(1, len(states) + 1))
+    assert [a["done"] for a in acks] == [False] * len(states)  # success is never public
+    assert [s["terminal_step"] for s in scores] == [None] * (len(states) - 1) + [len(states)]
+    for ack, state in zip(acks, states):
+        np.testing.assert_array_equal(ack["observation"]["state"], state)
+    assert wire.request("end")["step"] == len(states)  # the driver ends it at its success
+    wire.close()
     score = admin.request("score", case=spec.episode_id)
     admin.close()
     assert (score["success"], score["terminal_step"], score["steps"], score["termination"],

@@ -11,9 +11,15 @@ Before anything is claimed the driver joins the service and checks that it serve
 the config's benchmark, suite and protocol and schedules every planned case; a
 service it cannot reach claims nothing. A service lost mid-episode makes that
 episode an infrastructure error; the run then stops, leaving the rest unattempted.
-The service attempts each case once too; a case the records retry on the user's
-explicit request (a campaign's ``--retry``) is started with the admin's ``retry`` flag,
-which the service grants only to a case whose session was abandoned or failed.
+The service attempts each case once too, and remembers it across restarts; a case the
+records retry on the user's explicit request (a campaign's ``--retry``) gets a ticket
+with the admin's ``retry`` flag, which the service grants only to a case whose session
+was abandoned or failed.
+
+Before each case the driver reconciles with the service: a case the service finished
+but these records never saw finish (the driver died between the two) is recorded from
+the service's score, not run again; a case the service holds as attempted otherwise is
+recorded as an interrupted infrastructure error (retry it explicitly), never started.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from dataclasses import replace
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.resources import ResourceMonitor
-from workbench.contracts.results import InfrastructureError
+from workbench.contracts.results import TERMINATIONS, EpisodeResult, ErrorKind, \
+    InfrastructureError
 from workbench.records.media import episode_filename
 from workbench.runtime.episode import run_recorded_episode
 from workbench.runtime.guard import GuardedPolicy, release
@@ -104,8 +111,13 @@ def execute_service(job: Job) -> RunReport:
                     continue
                 # an explicit retry (campaign --retry) asks the service to run the case again
                 adapter.retrying = job.store.attempt(job.run_id, spec.episode_id) > 1
-                result = run_recorded_episode(adapter, policy, spec, replace(options,
-                                                                             video=False))
+                try:
+                    result = reconciled(adapter, spec)
+                except InfrastructureError as exc:
+                    result = EpisodeResult.failed(ErrorKind.INFRASTRUCTURE, str(exc))
+                if result is None:
+                    result = run_recorded_episode(adapter, policy, spec, replace(options,
+                                                                                 video=False))
                 if spec.episode_id in videos and result.error_kind is None:
                     path, problem = _fetch_video(adapter, job, spec)
                     result = replace(result, video_path=path)
@@ -118,6 +130,26 @@ def execute_service(job: Job) -> RunReport:
     usage = monitor.result
     return RunReport("service", None, sink.rows, usage.wall_s, usage.cores_busy,
                      usage.peak_rss_bytes, setup_s, complete=not failures, failures=failures)
+
+
+def reconciled(adapter: RemoteAdapter, spec: EpisodeSpec) -> EpisodeResult | None:
+    """What the service already holds for ``spec``: None when it may run now (never
+    attempted, or an abandoned or failed case retried explicitly), else its outcome."""
+    score = adapter._call("score", case=spec.episode_id)
+    state = score["state"]
+    if state == "unattempted" or (adapter.retrying and state in ("abandoned", "error")):
+        return None
+    if state == "done":  # it ran to its end; the records lost it (the driver died)
+        termination = "success" if score["success"] else score["termination"]
+        return EpisodeResult(bool(score["success"]), score["terminal_step"],
+                             int(score["steps"]), 0.0, rejections=int(score["rejections"]),
+                             termination=termination if termination in TERMINATIONS
+                             else "policy_stop")
+    return EpisodeResult.failed(
+        ErrorKind.INFRASTRUCTURE,
+        f"interrupted: the SIM service holds {spec.episode_id} as {state} (attempt "
+        f"{score['attempts']}) and these records have no outcome for it; it is not run "
+        "again unless retried explicitly (campaign run --retry)")
 
 
 def _fetch_video(adapter: RemoteAdapter, job: Job,

@@ -1,6 +1,6 @@
 """The agent side of the SIM service: a client and a :class:`RemoteAdapter`.
 
-:class:`SimClient` speaks ``workbench.sim-server/v1`` (see
+:class:`SimClient` speaks ``workbench.sim-server/v2`` (see
 :mod:`workbench.service.sim_server`): it numbers its requests, waits for each reply,
 turns an ``error`` reply into :class:`ServiceError` and a lost connection or timeout
 into :class:`~workbench.contracts.results.InfrastructureError`. It never resends a
@@ -8,8 +8,11 @@ request whose reply was lost.
 
 :class:`RemoteAdapter` makes a service look like a local benchmark adapter to the one
 step loop, so a remote run keeps the records of a local one. It belongs to the trusted
-driver: it holds the admin token and reads the score when an episode ends; the policy
-only ever sees the observations the loop hands it (declared public features).
+driver: it holds the admin token on one connection, takes a ticket for each case and
+runs the case's session on a connection of its own that holds only that ticket; after
+each executed control it reads the case's score on the admin connection, so it ends the
+episode at its success although the public channel never says so. The policy only ever
+sees the observations the loop hands it (declared public features).
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ class ArtifactMismatch(RuntimeError):
 
 
 class SimClient:
-    """One connection to a SIM service; ``token`` makes it an admin (trusted) client."""
+    """One connection to a SIM service, joined with the admin ``token`` (the operator's
+    connection) or a ``ticket`` (one case's session)."""
 
     def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES, ticket: str | None = None) -> None:
         self.url, self.timeout_s, self.max_frame_bytes = url, timeout_s, max_frame_bytes
         self._seq = 0
         try:
@@ -55,7 +59,8 @@ class SimClient:
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
             raise InfrastructureError(f"SIM service at {url} unreachable: "
                                       f"{type(exc).__name__}: {exc}") from None
-        hello = {"protocol": PROTOCOL} | ({"token": token} if token else {})
+        hello = {"protocol": PROTOCOL} | ({"token": token} if token else {}) | \
+            ({"ticket": ticket} if ticket else {})
         self.welcome = self.request("hello", **hello)
 
     def request(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -127,7 +132,8 @@ class RemoteAdapter(BenchmarkAdapter):
         self.url, self.protocol, self.name, self.suite = url, protocol, name, suite
         self.max_steps, self.features, self.token = max_steps, tuple(features), token
         self.timeout_s, self.eager = timeout_s, eager
-        self.client: SimClient | None = None
+        self.client: SimClient | None = None  # the admin connection
+        self.session: SimClient | None = None  # the running case's, joined with its ticket
         self._instructions: dict[str, str] = {}
         self._case: str | None = None
         self._obs: tuple[int, dict[str, Any]] | None = None
@@ -154,12 +160,10 @@ class RemoteAdapter(BenchmarkAdapter):
         return self._instructions.get(task, "")
 
     def reset(self, episode: EpisodeSpec) -> None:
-        if self._running:
-            self._call("end")
-        self._running = False
-        retry = {"retry": True} if self.retrying else {}
-        reply = self._call("start", case=episode.episode_id, features=list(self.features),
-                           **retry)
+        self._end_session()
+        ticket = self._call("ticket", case=episode.episode_id, retry=self.retrying)["ticket"]
+        self.session = SimClient(self.url, timeout_s=self.timeout_s, ticket=ticket)
+        reply = self._call("start", on=self.session, features=list(self.features))
         self._running = True
         self._case, self._steps = episode.episode_id, 0
         self._instructions[episode.task] = reply["instruction"]
@@ -167,26 +171,31 @@ class RemoteAdapter(BenchmarkAdapter):
 
     def step(self, action: np.ndarray) -> StepResult:
         try:
-            reply = self._client().request("step", action=np.asarray(action),
-                                            observe=self.eager)
+            reply = self._running_session().request("step", action=np.asarray(action),
+                                                    observe=self.eager)
         except ServiceError as exc:
             self._running = False
             raise InfrastructureError(f"SIM service refused a step: {exc}") from None
         if reply["type"] == "rejected":
+            if reply.get("done"):
+                self._running = False
             raise ActionRejected(str(reply["message"]))
         self._steps = int(reply["step"])
         if "observation" in reply:
             self._obs = (self._steps, reply["observation"])
-        if not reply["done"]:
-            return StepResult(0.0, False, False)
-        self._running = False
         score = self._call("score", case=self._case)
+        if not reply["done"] and score["terminal_step"] is None:
+            return StepResult(0.0, False, False)
+        if not reply["done"]:  # a success, which only the admin connection is told
+            self._end_session()
+            score = self._call("score", case=self._case)
+        self._running = False
         return StepResult(0.0, bool(score["success"]), True,
                           {"termination": score["termination"]})
 
     def observe(self, features: Sequence[str]) -> dict[str, Any]:
         if self._obs is None or self._obs[0] != self._steps:
-            reply = self._call("observe")
+            reply = self._call("observe", on=self._running_session())
             self._obs = (int(reply["step"]), reply["observation"])
         obs = self._obs[1]
         missing = [f for f in features if f not in obs]
@@ -207,25 +216,42 @@ class RemoteAdapter(BenchmarkAdapter):
                                   "(artifacts), not rendered by the driver")
 
     def close(self) -> None:
+        try:
+            self._end_session()
+        except InfrastructureError:
+            pass
         if self.client is not None:
-            if self._running and self.client.open:
-                try:
-                    self._call("end")
-                except (ServiceError, InfrastructureError):
-                    pass
             self.client.close()
             self.client = None
-        self._running = False
+
+    def _end_session(self) -> None:
+        """End the running session (if any) and close its connection."""
+        session, running = self.session, self._running
+        self.session, self._running = None, False
+        if session is None:
+            return
+        try:
+            if running and session.open:
+                self._call("end", on=session)
+        finally:
+            session.close()
+
+    def _running_session(self) -> SimClient:
+        if self.session is None or not self.session.open or not self._running:
+            self._running = False
+            raise InfrastructureError(f"SIM service at {self.url}: the session of "
+                                      f"{self._case} is gone (connection closed)")
+        return self.session
 
     def _client(self) -> SimClient:
         if self.client is None or not self.client.open:
-            self._running = False
             self.connect()
         return self.client
 
-    def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """A request whose error reply is the harness's fault (not the policy's)."""
+    def _call(self, kind: str, on: SimClient | None = None, **fields: Any) -> dict[str, Any]:
+        """A request (on the admin connection unless ``on``) whose error reply is the
+        harness's fault (not the policy's)."""
         try:
-            return self._client().request(kind, **fields)
+            return (on or self._client()).request(kind, **fields)
         except ServiceError as exc:
             raise InfrastructureError(f"SIM service: {kind}: {exc}") from None

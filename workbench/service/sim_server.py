@@ -1,31 +1,42 @@
-"""The SIM service: a benchmark served over WebSocket, protocol ``workbench.sim-server/v1``.
+"""The SIM service: a benchmark served over WebSocket, protocol ``workbench.sim-server/v2``.
 
 The benchmark side owns the environments, the fixed schedule of cases and the scores;
 the policy side gets declared public features only. Frames are msgpack maps
 (:mod:`workbench.contracts.wire`; arrays as typed dicts of bool, int, uint or float,
 never pickle). Every request carries ``type`` and ``seq``; replies echo ``seq``.
+The whole protocol is docs/sim-wire.md.
 
-Requests (client -> server) and replies:
+Only whom the service gave a key is served. The operator's (the driver's) connection
+joins with the admin ``token``; it runs no episodes, it hands out tickets, each for one
+case, and reads scores. A session runs on a connection that joined with a ticket, which
+it consumes; a hello with neither is refused and closed. Requests and replies:
 
-- ``hello {protocol, token?}`` -> ``welcome {protocol, benchmark, suite, spec,
-  schedule, admin, limits}``. First and once per connection (a world is joined once);
-  ``spec`` holds the public observation features (name, dtype, shape) and the action
-  (dim, dtype, low, high). A wrong ``token`` closes the connection.
-- ``start {case, features}`` -> ``started {case, task, instruction, spec, step,
-  max_steps, observation}``: one session (episode) on this connection. A case is
-  attempted once per server: starting it again is refused, except by an admin
-  ``start {retry: true}`` of a case whose session was abandoned or failed.
+- ``hello {protocol, token | ticket}`` -> ``welcome {protocol, benchmark, suite, spec,
+  schedule, admin, case, limits}`` (``schedule`` on admin connections, ``case`` on a
+  ticket's). First and once per connection; ``spec`` holds the public observation
+  features (name, dtype, shape) and the action (dim, dtype, low, high).
+- Admin ``ticket {case, retry?}`` -> ``ticket {case, ticket}``: the key to one session
+  of ``case``, refused for a case already attempted unless ``retry`` and the case was
+  abandoned or failed (``error``). A new ticket for a case voids its earlier one.
+- ``start {features, case?}`` -> ``started {case, task, instruction, spec, step,
+  max_steps, observation}``: the ticket's one session (episode).
 - ``step {action, observe?}`` -> ``ack {step, done, observation?}`` when executed, or
-  ``rejected {message, rejections}`` when the action breaks the declared contract
+  ``rejected {message, rejections, done}`` when the action breaks the declared contract
   (wrong shape or dtype, out of range, not finite): not executed, the simulator does not
-  advance. ``observe`` false leaves the observation out (fetch it with ``observe``).
+  advance. ``done`` is the protocol's public termination only (the step limit, the
+  benchmark's own end without success, the refusal limit): success is never on the
+  public channel; the session goes on past it until the step limit or ``end``.
 - ``observe {}`` -> ``observation {step, observation}`` (no step).
-- ``end {}`` -> ``ended {step}``: the policy side stops the episode.
-- Admin (a connection whose hello carried the token): ``status`` -> every case's
-  state; ``score {case}`` -> success, terminal step, steps, rejections, termination;
-  ``export`` -> every case's score;
-  ``artifacts`` -> manifest of files (name, case, size, sha256); ``artifact {name,
-  offset, length}`` -> a chunk of at most :data:`CHUNK_BYTES`.
+- ``end {}`` -> ``ended {step}``: the session's holder stops the episode (the driver
+  ends it when the admin ``score`` shows success).
+- Admin: ``status`` -> every case's state; ``score {case}`` -> success, terminal step,
+  steps, rejections, termination; ``export`` -> every case's score; ``artifacts`` ->
+  manifest of files (name, case, size, sha256); ``artifact {name, offset, length}`` ->
+  a chunk of at most :data:`CHUNK_BYTES`.
+
+Case states and artifacts persist in SQLite (``state_path``,
+:mod:`workbench.service.sim_state`), committed before each claim and finish is
+answered: a restarted service refuses what it already ran.
 
 Errors come in place of a reply: ``error {code, message}`` with a bounded message and
 never a traceback. A request whose ``seq`` is not the next one is refused (``sequence``)
@@ -40,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -52,17 +64,21 @@ import websockets
 from websockets.asyncio.server import ServerConnection, serve
 
 from workbench.benchmarks.base import BenchmarkAdapter
+from workbench.config import check_float, check_int
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import ContractError, Protocol, validate_action
 from workbench.contracts.registry import Factory
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
 from workbench.records.media import episode_filename, write_video
 from workbench.runtime.episode import EpisodeStepper, VideoRecorder, video_feature
+from workbench.service.sim_state import ServiceState
 
-PROTOCOL = "workbench.sim-server/v1"
+PROTOCOL = "workbench.sim-server/v2"
 CHUNK_BYTES = 256 * 1024
 MESSAGE_CHARS = 300
 MAX_REJECTIONS = 100
+MAX_SCHEDULE = 100_000
+"""Cases per task when the benchmark declares no number of initial states."""
 """Refused actions per session before the session ends as the policy's failure."""
 
 
@@ -106,6 +122,12 @@ class CaseState:
     def public(self) -> dict[str, Any]:
         return {"case": self.spec.episode_id, "state": self.state, "attempts": self.attempts}
 
+    def stored(self) -> dict[str, Any]:
+        return {"state": self.state, "attempts": self.attempts, "success": self.success,
+                "terminal_step": self.terminal_step, "steps": self.steps,
+                "rejections": self.rejections, "termination": self.termination,
+                "message": self.message}
+
     def score(self) -> dict[str, Any]:
         return {**self.public(), "success": self.success, "terminal_step": self.terminal_step,
                 "steps": self.steps, "rejections": self.rejections,
@@ -148,7 +170,14 @@ class _Connection:
     expected: int = 0
     joined: bool = False
     admin: bool = False
+    ticket: "_Ticket | None" = None
     session: _Session | None = None
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    case: str
+    retry: bool
 
 
 @dataclass
@@ -158,7 +187,10 @@ class SimService:
     adapter_factory builds one adapter per slot (``slots`` sessions run at once);
     schedule: the fixed, ordered cases; token: the admin secret (generated when None);
     artifacts_dir: where episode videos go when ``video``; idle_timeout_s: a connection
-    silent this long during a session is closed and its session abandoned.
+    that is not the admin's, silent this long, is closed (its session abandoned);
+    state_path: the SQLite file of case states (None: kept in memory only);
+    definition: what makes the service's cases what they are (hashed into the state
+    file, so a file is never reused for another schedule).
     """
 
     adapter_factory: Factory
@@ -175,14 +207,38 @@ class SimService:
     video: bool = False
     artifacts_dir: str | None = None
     idle_timeout_s: float = 300.0
+    state_path: str | None = None
+    definition: dict[str, Any] | None = None
     cases: dict[str, CaseState] = field(init=False)
 
     def __post_init__(self) -> None:
+        check_int("port", self.port, 0, 65535)
+        check_int("slots", self.slots, 1, 256)
+        check_float("idle_timeout_s", self.idle_timeout_s, 0.001, 86400.0)
+        check_int("max_frame_bytes", self.max_frame_bytes, 1024, 2**31 - 1)
+        if self.token is not None and (not isinstance(self.token, str) or
+                                       not 16 <= len(self.token) <= 4096):
+            raise ValueError("the admin token must be a string of 16 to 4096 characters")
         self.token = self.token or secrets.token_hex(16)
         self.cases = {s.episode_id: CaseState(s) for s in self.schedule}
         self._free: asyncio.Queue | None = None
         self._slots = [_Slot(i, self.adapter_factory) for i in range(self.slots)]
         self._artifacts: dict[str, dict[str, Any]] = {}
+        self._tickets: dict[str, _Ticket] = {}
+        self._ticket_of: dict[str, str] = {}  # case -> its one valid ticket
+        self.state: ServiceState | None = None
+        if self.state_path is not None:
+            self.state = ServiceState(self.state_path, self.definition or self._definition())
+            stored, artifacts = self.state.load()
+            for case_id, fields in stored.items():
+                if case_id in self.cases:
+                    for key, value in fields.items():
+                        setattr(self.cases[case_id], key, value)
+            self._artifacts = {a["name"]: a for a in artifacts}
+        if self.welcome_bytes() > self.max_frame_bytes:
+            raise ValueError(f"a schedule of {len(self.schedule)} cases does not fit the "
+                             f"welcome frame ({self.welcome_bytes()} bytes > max_frame_bytes "
+                             f"{self.max_frame_bytes}); serve fewer tasks or episodes")
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -193,6 +249,16 @@ class SimService:
     @property
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}"
+
+    def _definition(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "suite": self.suite, "max_steps": self.max_steps,
+                "protocol": self.protocol.name, "cases": len(self.schedule),
+                "schedule": [s.episode_id for s in self.schedule]}
+
+    def _save(self, case: CaseState) -> None:
+        """Commit ``case``'s state before the request that changed it is answered."""
+        if self.state is not None:
+            self.state.save(case.spec.episode_id, case.stored())
 
     # -- lifecycle ------------------------------------------------------------------
     async def serve_forever(self, ready: threading.Event | None = None) -> None:
@@ -209,6 +275,8 @@ class SimService:
             await self._stop.wait()
         for slot in self._slots:
             await asyncio.get_running_loop().run_in_executor(None, slot.close)
+        if self.state is not None:
+            self.state.close()
 
     def start(self) -> "SimService":
         """Serve on a background thread; returns once listening."""
@@ -242,12 +310,11 @@ class SimService:
         conn = _Connection()
         try:
             while True:
-                active = conn.session is not None and not conn.session.done
-                try:
+                try:  # a silent client must not hold a slot (or a socket) forever
                     frame = await asyncio.wait_for(
-                        ws.recv(), self.idle_timeout_s if active else None)
-                except asyncio.TimeoutError:  # a silent client must not hold a slot forever
-                    await ws.close(1008, "session idle")
+                        ws.recv(), None if conn.admin else self.idle_timeout_s)
+                except asyncio.TimeoutError:
+                    await ws.close(1008, "idle")
                     break
                 reply, close = await self._answer(conn, frame)
                 await ws.send(encode(reply))
@@ -301,48 +368,105 @@ class SimService:
         if not isinstance(protocol, str) or protocol != PROTOCOL:
             raise _Refusal("protocol", f"this server speaks {PROTOCOL}, not "
                            f"{_echo(protocol, 60)}", close=True)
-        token = message.get("token")
+        token, ticket = message.get("token"), message.get("ticket")
+        if (token is None) == (ticket is None):
+            raise _Refusal("unauthorized", "hello needs the admin token or a ticket (one "
+                           "of them)", close=True)
         if token is not None:
             if not isinstance(token, str) or \
                     not secrets.compare_digest(token.encode(), self.token.encode()):
                 raise _Refusal("unauthorized", "wrong admin token", close=True)
             conn.admin = True
+        else:
+            held = self._tickets.pop(ticket, None) if isinstance(ticket, str) else None
+            if held is None:
+                raise _Refusal("unauthorized", "unknown, used or void ticket", close=True)
+            self._ticket_of.pop(held.case, None)
+            conn.ticket = held
         conn.joined = True
+        return self._welcome(conn)
+
+    def _welcome(self, conn: _Connection) -> dict[str, Any]:
         return {"type": "welcome", "protocol": PROTOCOL, "benchmark": self.benchmark,
                 "suite": self.suite, "spec": public_spec(self.protocol, self.max_steps),
-                "schedule": [s.episode_id for s in self.schedule], "admin": conn.admin,
+                "schedule": [s.episode_id for s in self.schedule] if conn.admin else [],
+                "admin": conn.admin, "case": conn.ticket.case if conn.ticket else None,
                 "limits": {"max_frame_bytes": self.max_frame_bytes,
                            "max_rejections": MAX_REJECTIONS, "chunk_bytes": CHUNK_BYTES}}
 
-    async def _start(self, conn: _Connection, message: dict[str, Any]) -> dict[str, Any]:
-        if conn.session is not None and not conn.session.done:
-            raise _Refusal("session_active", "a session is running on this connection; "
-                           "end it first")
+    def welcome_bytes(self) -> int:
+        """Size of the admin welcome frame (it lists the whole schedule)."""
+        return len(encode(self._welcome(_Connection(admin=True)) | {"seq": 0}))
+
+    async def _ticket(self, conn: _Connection, message: dict[str, Any]) -> dict[str, Any]:
+        case = self._case(message)
+        retry = message.get("retry", False)
+        if not isinstance(retry, bool):
+            raise _Refusal("malformed", "retry must be true or false")
+        if case.state != "unattempted" and not (retry and case.state in ("abandoned",
+                                                                          "error")):
+            raise _Refusal("attempted", f"case {case.spec.episode_id} was already attempted "
+                           f"({case.state}); only an abandoned or failed case is retried")
+        if case.state == "unattempted" and retry:
+            raise _Refusal("attempted", f"case {case.spec.episode_id} was never attempted; "
+                           "a retry is for an abandoned or failed case")
+        old = self._ticket_of.pop(case.spec.episode_id, None)
+        self._tickets.pop(old, None)
+        key = secrets.token_urlsafe(24)
+        self._tickets[key] = _Ticket(case.spec.episode_id, retry)
+        self._ticket_of[case.spec.episode_id] = key
+        return {"type": "ticket", "case": case.spec.episode_id, "ticket": key}
+
+    def _case(self, message: dict[str, Any]) -> CaseState:
         case = self.cases.get(message.get("case")) if isinstance(message.get("case"), str) \
             else None
         if case is None:
             raise _Refusal("unknown_case", f"{_echo(message.get('case'), 120)} is not in "
                            "this server's schedule")
+        return case
+
+    async def _start(self, conn: _Connection, message: dict[str, Any]) -> dict[str, Any]:
+        if conn.admin:
+            raise _Refusal("unauthorized", "the admin connection runs no sessions: ask for "
+                           "a ticket and start the case on a connection that joins with it")
+        if conn.session is not None and not conn.session.done:
+            raise _Refusal("session_active", "a session is running on this connection; "
+                           "end it first")
+        assert conn.ticket is not None
+        if conn.session is not None:
+            raise _Refusal("attempted", f"this connection's ticket ran case "
+                           f"{conn.ticket.case}; a ticket runs one session")
+        if message.get("case", conn.ticket.case) != conn.ticket.case:
+            raise _Refusal("wrong_case", f"this connection's ticket is for case "
+                           f"{conn.ticket.case}, not {_echo(message.get('case'), 120)}")
+        case = self.cases[conn.ticket.case]
         features = message.get("features")
         public = set(self.protocol.feature_names)
         if not isinstance(features, list) or not features or \
                 not all(isinstance(f, str) and f in public for f in features):
             raise _Refusal("features", f"features must be a non-empty list of declared "
                            f"public features: {sorted(public)}")
-        if case.state != "unattempted":
-            retry = message.get("retry") is True and conn.admin and \
-                case.state in ("abandoned", "error")
-            if not retry:
-                raise _Refusal("attempted", f"case {case.spec.episode_id} was already "
-                               f"attempted ({case.state}); cases run once")
+        if case.state != "unattempted" and not (conn.ticket.retry and
+                                                 case.state in ("abandoned", "error")):
+            raise _Refusal("attempted", f"case {case.spec.episode_id} was already "
+                           f"attempted ({case.state}); cases run once")
         assert self._free is not None
         try:
             slot = await asyncio.wait_for(self._free.get(), timeout=120)
         except asyncio.TimeoutError:
             raise _Refusal("busy", "no simulator slot came free within 120 s") from None
+        before = case.stored()
         case.state, case.attempts = "running", case.attempts + 1
         case.success = case.terminal_step = case.termination = case.message = None
         case.steps = case.rejections = 0
+        try:
+            self._save(case)  # claimed on disk before anything runs
+        except Exception as exc:
+            for key, value in before.items():
+                setattr(case, key, value)
+            self._free.put_nowait(slot)
+            raise _Refusal("unavailable", f"the service cannot record the claim: "
+                           f"{_describe(exc)}") from None
         session = _Session(case, slot, tuple(features))
         conn.session = session
         try:
@@ -374,11 +498,12 @@ class SimService:
                                     f"request, got a chunk of {action.shape[0]}")
         except ContractError as exc:
             session.case.rejections += 1
-            if session.case.rejections >= MAX_REJECTIONS:
+            ended = session.case.rejections >= MAX_REJECTIONS
+            if ended:
                 await self._finish(conn, "done", f"{MAX_REJECTIONS} actions refused",
                                    termination="rejections")
             return {"type": "rejected", "message": str(exc)[:MESSAGE_CHARS],
-                    "rejections": session.case.rejections}
+                    "rejections": session.case.rejections, "done": ended}
         observe = message.get("observe", True) is not False
         try:
             result, obs = await self._on_slot(session.slot, self._apply, session, action[0],
@@ -387,14 +512,13 @@ class SimService:
             await self._finish(conn, "error", f"step: {_describe(exc)}")
             raise _Refusal("simulator", f"step failed: {_describe(exc)}") from None
         steps = session.stepper.steps
-        done = result.success or result.done or steps >= self.max_steps
         if result.success and session.case.terminal_step is None:
-            session.case.terminal_step = steps
+            session.case.terminal_step = steps  # known to the admin; never said here
+        # the public termination only: success (and a native end that is success) is not
+        done = steps >= self.max_steps or (result.done and not result.success)
         if done:
-            termination = ("success" if result.success else "step_limit"
-                           if steps >= self.max_steps else "native_end")
-            await self._finish(conn, "done", None, termination=termination,
-                               success=bool(result.success))
+            await self._finish(conn, "done", None, termination="step_limit"
+                               if steps >= self.max_steps else "native_end")
         reply = {"type": "ack", "step": steps, "done": done}
         if obs is not None:
             reply["observation"] = obs
@@ -428,11 +552,7 @@ class SimService:
                 "suite": self.suite, "cases": [c.score() for c in self.cases.values()]}
 
     async def _score(self, conn: _Connection, message: dict[str, Any]) -> dict[str, Any]:
-        case = self.cases.get(message.get("case")) if isinstance(message.get("case"), str) \
-            else None
-        if case is None:
-            raise _Refusal("unknown_case", "no such case in the schedule")
-        return {"type": "score", **case.score()}
+        return {"type": "score", **self._case(message).score()}
 
     async def _list_artifacts(self, conn: _Connection, message: dict[str, Any]) -> dict:
         return {"type": "artifacts",
@@ -469,22 +589,29 @@ class SimService:
         return await loop.run_in_executor(slot.executor, lambda: fn(slot.get(), *args))
 
     async def _finish(self, conn: _Connection, state: str, message: str | None,
-                      termination: str | None = None, success: bool = False) -> None:
-        """Close the connection's session: record its case, keep its video, free its slot."""
+                      termination: str | None = None) -> None:
+        """Close the connection's session: record its case, keep its video, free its slot.
+        A success the session reached stands, whatever ended it after; a session ended
+        right after its success (the driver's ``end``) terminates as ``success``."""
         session = conn.session
         if session is None or session.done:
             return
         session.done = True
         case = session.case
         case.state, case.message = state, message
-        case.termination = termination or state
-        case.success = success
+        case.success = case.terminal_step is not None
         case.steps = session.stepper.steps if session.stepper is not None else 0
+        case.termination = "success" if case.success and termination == "policy_stop" and \
+            case.steps == case.terminal_step else termination or state
         if session.video is not None and session.video.frames and self.artifacts_dir:
             try:
                 await self._on_slot(session.slot, self._keep_video, session)
             except Exception as exc:  # a lost video never changes the score
                 case.message = f"{message or ''} video not written: {_describe(exc)}".strip()
+        try:
+            self._save(case)
+        except Exception as exc:  # the outcome stays in memory; the operator is told
+            case.message = f"{case.message or ''} not saved: {_describe(exc)}".strip()
         assert self._free is not None
         self._free.put_nowait(session.slot)
 
@@ -494,12 +621,14 @@ class SimService:
         data = Path(path).read_bytes()
         self._artifacts[name] = {"name": name, "case": session.case.spec.episode_id,
                                  "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                                 "path": path}
+                                 "path": str(path)}
+        if self.state is not None:
+            self.state.keep_artifacts([self._artifacts[name]])
 
     _HANDLERS = {"hello": _hello, "start": _start, "step": _step, "observe": _observe,
                  "end": _end, "status": _status, "score": _score, "export": _export,
-                 "artifacts": _list_artifacts, "artifact": _artifact}
-    _ADMIN = frozenset({"status", "score", "export", "artifacts", "artifact"})
+                 "artifacts": _list_artifacts, "artifact": _artifact, "ticket": _ticket}
+    _ADMIN = frozenset({"status", "score", "export", "artifacts", "artifact", "ticket"})
 
 
 def _public(observation: dict[str, Any]) -> dict[str, Any]:
@@ -529,6 +658,10 @@ def build_service(benchmark: str, suite: str, tasks: Sequence[str] | None = None
     from workbench.contracts.plan import plan_episodes
 
     adapter_cls = benchmark_class(benchmark)
+    check_int("episodes", episodes, 1, adapter_cls.initial_states or MAX_SCHEDULE)
+    check_int("seed", seed, 0, 2**32 - 1)
+    check_int("image_size", image_size, 1, 2048)
+    check_int("max_steps", max_steps, 1, optional=True)
     names = list(tasks) if tasks else adapter_cls.suite_tasks(suite)
     unknown = [t for t in names if t not in adapter_cls.suite_tasks(suite)]
     if unknown:
@@ -538,5 +671,9 @@ def build_service(benchmark: str, suite: str, tasks: Sequence[str] | None = None
                                 **(benchmark_options or {}))
     limit = adapter_cls.max_steps if max_steps is None else min(max_steps,
                                                                  adapter_cls.max_steps)
+    definition = {"benchmark": adapter_cls.name, "suite": suite, "seed": seed,
+                  "image_size": image_size, "max_steps": limit, "cases": len(schedule),
+                  "benchmark_options": benchmark_options or {},
+                  "schedule": [s.episode_id for s in schedule]}
     return SimService(factory, schedule, adapter_cls.protocol, adapter_cls.name, suite, limit,
-                      **options)
+                      definition=definition, **options)
