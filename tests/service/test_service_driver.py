@@ -79,6 +79,26 @@ def test_local_and_remote_runs_agree_and_the_policy_sees_only_public_features(
     assert service.cases[remote.results["episode_id"][0]].state == "done"
 
 
+def test_a_success_ends_the_episode_where_a_local_run_ends_it_though_never_said_in_public(
+        tmp_path, monkeypatch):
+    """Even episodes succeed at step 7: the driver learns it from the admin's score (the
+    public acks never say it) and ends the episode there, as the local step loop does."""
+    adapter, options = "wb_plugin.benchmarks:EarlySuccessMetaWorld", {"succeed_at": 7}
+    config = {**BASE, "episodes": 4, "benchmark": adapter, "benchmark_options": options,
+              "policy": "zero"}
+    local = workbench.run({**config, "output_dir": str(tmp_path / "local")})
+    with build_service(adapter, "MT1:reach-v3", episodes=4, image_size=32, max_steps=30,
+                       benchmark_options=options) as svc:
+        monkeypatch.setenv("WORKBENCH_SIM_TOKEN", svc.token)
+        remote = workbench.run({**config, "backend": "service", "service": {"url": svc.url},
+                                "output_dir": str(tmp_path / "remote")})
+        served = {c: (s.state, s.termination, s.steps) for c, s in svc.cases.items()}
+    assert local.results[OUTCOME].equals(remote.results[OUTCOME])
+    assert remote.results["success"].tolist() == [True, False, True, False]
+    assert remote.results["steps"].tolist() == [7, 30, 7, 30]
+    assert list(served.values()) == [("done", "success", 7), ("done", "step_limit", 30)] * 2
+
+
 def test_a_privileged_policy_is_refused_before_anything_is_claimed(service, tmp_path):
     with pytest.raises(ValueError, match="never serves"):
         workbench.run({**BASE, "policy": "expert", "backend": "service",

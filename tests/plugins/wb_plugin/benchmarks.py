@@ -42,3 +42,24 @@ class FaultyMetaWorld(MetaWorldAdapter):
         if self._hit(self.oversize):
             return np.ascontiguousarray(np.repeat(np.repeat(frame, 2, 0), 2, 1))
         return frame
+
+
+class EarlySuccessMetaWorld(MetaWorldAdapter):
+    """MetaWorld whose even-numbered episodes succeed at step ``succeed_at`` (and stay
+    succeeded): a success a policy reading public features can reach on cue."""
+
+    def __init__(self, suite: str = "MT10", seed: int = 0, image_size: int = 224,
+                 succeed_at: int = 5) -> None:
+        super().__init__(suite, seed, image_size)
+        self.succeed_at = int(succeed_at)
+        self._even = False
+
+    def reset(self, episode: EpisodeSpec) -> None:
+        super().reset(episode)
+        self._even = episode.init_state_id % 2 == 0
+
+    def step(self, action: np.ndarray):
+        result = super().step(action)
+        if self._even and self._steps >= self.succeed_at:
+            result.success, result.done = True, True
+        return result
