@@ -102,10 +102,10 @@ BAD_CONFIGS = [
                                              r"'MT10'; available: \['reach-v3'"),
     ({"policy": "oracle"}, r"unknown policy 'oracle'; registered: \['aloha-scripted', 'expert', "),
     ({"policy": "no_such_module:Policy"}, r"cannot import module 'no_such_module'"),
-    ({"policy_options": {"defect": "noise", "lvl": 0.3}}, r"policy options .* do not fit "
+    ({"policy_options": {"defect": "noise", "lvl": 0.3}}, r"policy_options .* do not fit "
                                                            r"ScriptedExpert: .*'lvl'"),
     ({"policy_options": {"defect": "wobble"}}, r"unknown defect 'wobble'"),
-    ({"benchmark_options": {"colour": 1}}, r"benchmark options .* do not fit MetaWorldAdapter"),
+    ({"benchmark_options": {"colour": 1}}, r"benchmark_options .* do not fit MetaWorldAdapter"),
     ({"policy": "zero", "policy_options": {"protocol": "libero-v1"}},
      r"policy emits actions for protocol 'libero-v1', but the benchmark speaks 'metaworld-v1'"),
 ]

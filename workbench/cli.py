@@ -28,7 +28,9 @@ def _parse_set(items: Sequence[str]) -> dict:
         try:
             out[key] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
-            raise ValueError(f"--set {key}: not a YAML value: {value!r} ({exc})") from None
+            problem = " ".join(str(exc).split())[:160]
+            raise ValueError(f"--set {key[:80]}: not a YAML value: {value[:80]!r} "
+                             f"({problem})") from None
     return out
 
 

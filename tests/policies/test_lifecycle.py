@@ -79,7 +79,7 @@ def test_capabilities_are_validated_and_registry_refuses_unknown_names():
         Capabilities("metaworld-v1", ("state",), chunk_size=0)
     with pytest.raises(ValueError, match="unknown policy 'nope'; registered: \\['aloha-scripted', 'expert'"):
         make_policy("nope")
-    with pytest.raises(ValueError, match="policy options \\{'wings': 2\\} do not fit "
+    with pytest.raises(ValueError, match="policy_options \\{'wings': 2\\} do not fit "
                                          "ScriptedExpert"):
         make_policy("expert", wings=2)
 

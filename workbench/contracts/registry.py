@@ -76,8 +76,10 @@ class Factory:
         try:
             inspect.signature(self.load()).bind(**{**self.options, **extra})
         except TypeError as exc:
-            raise ValueError(f"{kind} options {dict(self.options)!r} do not fit "
-                             f"{self.label}: {exc}") from None
+            shown = repr(dict(self.options))
+            shown = shown if len(shown) <= 120 else f"{shown[:120]}... ({len(shown)} characters)"
+            raise ValueError(f"{kind}_options {shown} do not fit {self.label}: "
+                             f"{str(exc)[:200]}") from None
         except ValueError:
             pass  # a builtin without a signature: the call itself will tell
 
