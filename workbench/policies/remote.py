@@ -296,6 +296,15 @@ class RemotePolicy(Policy):
         while self._idle:
             self._idle.pop().close()
 
+    def unreachable(self) -> str | None:
+        """Why the server cannot take an episode now (it cannot be reached), or None;
+        a live connection is kept for the next episode."""
+        try:
+            self._give_back(self._take())
+        except InfrastructureError as exc:
+            return str(exc)
+        return None
+
     # -- connections -----------------------------------------------------------------
     def _open(self) -> _Link:
         return _Link(self.url, self.timeout_s, self.max_frame_bytes)

@@ -42,6 +42,16 @@ class PreflightError(ValueError):
     """The handshake before the run found that client and server do not fit."""
 
 
+def unreachable_at(url: str, timeout_s: float, max_frame_bytes: int) -> str | None:
+    """Why a policy server at ``url`` cannot be reached now (a WebSocket opened and
+    closed), or None; asked before each claim (:func:`workbench.runtime.guard.unreachable`)."""
+    try:
+        Link(url, timeout_s, max_frame_bytes).close()
+    except TransportError as exc:
+        return str(exc)
+    return None
+
+
 class Link:
     """A WebSocket connection to ``url``; every wait bounded by ``timeout_s``."""
 

@@ -158,6 +158,18 @@ class GuardedPolicy:
             self.guard.close()
 
 
+def unreachable(policy: Any) -> str | None:
+    """Why the policy cannot take an episode now (a policy server that is gone), or None.
+
+    Asked before each claim by the backends that run the policy in their own process, so
+    a dead policy server stops the run, leaving the rest unattempted, instead of burning
+    every remaining case as an infrastructure error. A policy without the hook
+    (``unreachable()``) is always reachable."""
+    inner = policy.policy if isinstance(policy, GuardedPolicy) else policy
+    probe = getattr(inner, "unreachable", None)
+    return probe() if callable(probe) else None
+
+
 def release(policy: Any) -> None:
     """End the policy's open episodes and unload it, so its processes, files and GPU
     memory go (a :class:`GuardedPolicy` or a plain one). Best effort: a policy that fails

@@ -16,7 +16,7 @@ from typing import Sequence
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeObserver, run_recorded_episode, warm_up
-from workbench.runtime.guard import GuardedPolicy, release
+from workbench.runtime.guard import GuardedPolicy, release, unreachable
 from workbench.runtime.job import Job
 from workbench.runtime.sink import RunReport
 
@@ -27,6 +27,7 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
     adapter = job.parts.adapter_factory()
     policy = GuardedPolicy(job.parts.policy_factory(), job.config.policy_call_timeout_s)
     sink = job.sink(f"{job.parts.policy_name} on {adapter.name}")
+    failures: list[str] = []
     try:
         policy.load(LoadContext(job.parts.protocol.name, device=job.parts.device))
         todo = sink.pending(job.plan)
@@ -36,6 +37,10 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
         with ResourceMonitor([os.getpid()], interval_s=0.5, children=False,
                              gpu_index=None) as monitor:
             for spec in todo:
+                gone = unreachable(policy)
+                if gone is not None:  # nothing claimed while the policy's server is gone
+                    failures.append(gone)
+                    break
                 if sink.claim(spec, "sequential"):
                     film = replace(options, video=spec.episode_id in videos)
                     result = run_recorded_episode(adapter, policy, spec, film, observers)
@@ -46,4 +51,4 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
         release(policy)
     usage = monitor.result
     return RunReport("sequential", None, sink.rows, usage.wall_s, usage.cores_busy,
-                     usage.peak_rss_bytes, setup_s)
+                     usage.peak_rss_bytes, setup_s, complete=not failures, failures=failures)

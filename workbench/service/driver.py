@@ -36,7 +36,7 @@ from workbench.contracts.results import TERMINATIONS, EpisodeResult, ErrorKind, 
     InfrastructureError
 from workbench.records.media import episode_filename
 from workbench.runtime.episode import run_recorded_episode
-from workbench.runtime.guard import GuardedPolicy, release
+from workbench.runtime.guard import GuardedPolicy, release, unreachable
 from workbench.runtime.job import Job
 from workbench.runtime.sink import RunReport
 from workbench.service.sim_client import ArtifactMismatch, RemoteAdapter, ServiceError
@@ -106,6 +106,10 @@ def execute_service(job: Job) -> RunReport:
                     adapter.connect()
                 except InfrastructureError as exc:  # nothing claimed while it is gone
                     failures.append(str(exc))
+                    break
+                gone = unreachable(policy)
+                if gone is not None:
+                    failures.append(gone)
                     break
                 if not sink.claim(spec, "service"):
                     continue
