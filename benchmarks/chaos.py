@@ -160,7 +160,11 @@ def pool_children(driver: subprocess.Popen, replicas: int = 1) -> tuple[list[int
     in the order they were forked; the pool forks its replicas first
     (:meth:`workbench.runtime.pool.EvalPool.start`)."""
     forked = []
-    for child in psutil.Process(driver.pid).children(recursive=True):
+    try:
+        children = psutil.Process(driver.pid).children(recursive=True)
+    except psutil.Error:  # the run already ended
+        return [], []
+    for child in children:
         try:
             parent = psutil.Process(child.ppid())
             if "forkserver" in " ".join(parent.cmdline()):
@@ -201,7 +205,9 @@ def trial(index: int, target: str, seed: int, work: Path,
             time.sleep(0.05)
         time.sleep(delay)
         victim = None
-        if target == "driver":
+        if driver.poll() is not None:  # it finished before the moment came
+            victim = None
+        elif target == "driver":
             victim = driver.pid
         elif target in ("worker", "replica"):
             workers, replicas = pool_children(driver)

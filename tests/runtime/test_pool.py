@@ -176,14 +176,19 @@ def test_a_pool_starts_processes_only_as_configurations_ask_for_them(tmp_path):
     assert all(stats.requests > 0 for stats in crossed.replica_stats)
 
 
-def test_dead_replica_fails_its_episodes_as_infrastructure_and_run_finishes(tmp_path):
+def test_a_dead_replica_fails_its_episode_and_stops_the_run_leaving_the_rest(tmp_path):
+    """Its only replica gone, the pool claims nothing more: the rest is left unattempted
+    for a resume, not burnt as infrastructure errors."""
     result = workbench.run(dict(COMMON, tasks=["reach-v3"], episodes=3, policy=DiesAtStep,
                                 output_dir=str(tmp_path), backend="pool",
                                 pool=pool_config(1, 1, 1)))
-    df = result.results
-    assert set(df["status"]) == {"finished"}
-    assert (df["error_kind"] == "infrastructure").all()
-    assert df["error_message"].str.contains("replica 0 died").any()
+    df = result.results.set_index("episode_id")
+    first = df.loc["metaworld/MT10/reach-v3/0000"]
+    assert (first["status"], first["error_kind"]) == ("finished", "infrastructure")
+    assert "replica 0 died" in first["error_message"]
+    assert df["status"].tolist().count("planned") == 2
+    assert not result.report.complete
+    assert any("no live policy replica left: 2 planned" in f for f in result.report.failures)
 
 
 def test_a_replica_that_dies_after_the_last_episode_has_no_stats_and_is_marked_dead(tmp_path):
@@ -201,7 +206,8 @@ def test_a_replica_that_dies_after_the_last_episode_has_no_stats_and_is_marked_d
         assert pool.replica_stats() == []
         assert not replica.alive and pool.live_replicas() == []
         report = pool.run(plan, options=EpisodeOptions(False, "probe", max_steps=20))
-    assert [row["error_kind"] for row in report.rows] == ["infrastructure"]
+    assert report.rows == [] and not report.complete  # nothing claimed with no replica
+    assert "no live policy replica left" in report.failures[0]
 
 
 def test_frames_larger_than_the_transport_are_an_infrastructure_error_of_one_episode(tmp_path):

@@ -196,10 +196,17 @@ class EvalPool:
         return RunReport("pool", self.config, list(sink.rows), usage.wall_s, usage.cores_busy,
                          usage.peak_rss_bytes,
                          replica_stats=self.replica_stats(),
-                         complete=not state.queue and not state.in_flight,
+                         complete=not (state.queue or state.in_flight or state.stopped),
                          failures=state.failures, gpu_util_pct=usage.gpu.util_mean_pct)
 
     def _dispatch(self, state: "_RunState") -> bool:
+        """Start episodes on idle workers; False once nothing more can run. When no live
+        worker or no live replica is left the queue stays unclaimed (unattempted, for a
+        resume) instead of being burnt as infrastructure errors, and the run stops once
+        the episodes in flight are back."""
+        if state.queue and not self._can_run(state):
+            state.queue.clear()
+            state.stopped = True
         for w in list(self.assignment):
             if w in state.in_flight or not state.queue:
                 continue
@@ -215,12 +222,21 @@ class EvalPool:
                 self.workers[w].control.send(("run", (spec, options)))
             except (BrokenPipeError, OSError):
                 self._worker_died(state, w)
-        if not state.in_flight and state.queue:
-            for spec in state.queue:
-                state.sink.fail(spec, "no live simulator worker left", "pool")
-            state.queue.clear()
-            return False
-        return True
+        if not state.in_flight and state.queue and not self._can_run(state):
+            state.queue.clear()  # every worker died as it was given one
+            state.stopped = True
+        return bool(state.queue or state.in_flight)
+
+    def _can_run(self, state: "_RunState") -> bool:
+        """Whether a live worker and a live replica remain; says which is gone if not."""
+        workers = [w for w in self.assignment if self.workers[w].alive]
+        replicas = [r for r in set(self.assignment.values()) if self.replicas[r].alive]
+        if workers and replicas:
+            return True
+        gone = "simulator worker" if not workers else "policy replica"
+        state.failures.append(f"no live {gone} left: {len(state.queue)} planned episodes "
+                              "not attempted (they run on resume)")
+        return False
 
     def _collect(self, state: "_RunState", timeout: float) -> None:
         controls = {self.workers[w].control: w for w in state.in_flight}
@@ -242,6 +258,11 @@ class EvalPool:
             return self._worker_died(state, w)
         state.sink.finish(state.in_flight.pop(w), self._blame_replica_exit(result),
                           f"worker-{w}")
+        found = _DIED.search(result.error_message or "")
+        if found is not None:  # its replica is gone (joined above): before the next claim
+            r = int(found.group(1))
+            if not self.replicas[r].process.is_alive():
+                self._replica_died(r)
 
     def _blame_replica_exit(self, result: EpisodeResult) -> EpisodeResult:
         """A replica that *exited* (an exit code, not a signal) during the episode was
@@ -335,6 +356,7 @@ class _RunState:
     videos: set[str]
     in_flight: dict[int, EpisodeSpec] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    stopped: bool = False
 
 
 def longest_first(specs: Sequence[EpisodeSpec],
