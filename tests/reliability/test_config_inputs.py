@@ -24,7 +24,8 @@ CASES = {
     "the config path is a folder": (lambda d: d, "is a folder"),
     "YAML aliases expanding to a billion values": (
         lambda d: _write(d, bomb()), "aliases"),
-    "a config file over 1 MiB": (lambda d: _write(d, "# " + "x" * (1 << 20) + "\n"), "holds at most"),
+    "a config file over 1 MiB": (lambda d: _write(d, "# " + "x" * (1 << 20) + "\n"),
+                                 "holds at most"),
     "a config that is not a mapping": (lambda d: _write(d, "- just\n- a list\n"), "mapping"),
     "output_dir is a file": (
         lambda d: _config(d, output_dir=str(_write(d, "x", "taken"))), "is a file"),
