@@ -196,6 +196,34 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
         in proc.stderr
 
 
+def test_a_plugins_own_protocol_runs_the_readmes_drift_policy_in_pool_mode(tmp_path):
+    """A protocol no table of the workbench lists, registered by an installed package's
+    entry point (and carried by its adapter): the README's Drift policy asks
+    ``get_protocol`` for it in the driver, in two pool workers and in the replica."""
+    site, source = tmp_path / "site", tmp_path / "wb-plugin"
+    shutil.copytree(PLUGINS, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info",
+                                                                  "helper_policies.py"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--disable-pip-version-check", "--target",
+                    str(site), str(source)], check=True, capture_output=True, timeout=300,
+                   cwd=tmp_path)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    drift = next(block for block in readme.split("```python")[1:] if "class Drift" in block)
+    (tmp_path / "my_policies.py").write_text(drift.split("```")[0])
+    env = _own_policy_env([site, tmp_path])
+    path = write_config(tmp_path / "arm.yaml", benchmark="plugin-arm", suite="MT10",
+                        tasks=["reach-v3"], episodes=4, policy="my_policies:Drift",
+                        backend="pool", pool={"workers": 2, "replicas": 1}, image_size=32,
+                        max_steps=20)
+    cli("eval", path, env=env, cwd=tmp_path)
+    rows = episodes_json(tmp_path / "arm" / "records.sqlite", env=env)
+    assert len(rows) == 4 and all(r["error"] is None for r in rows), rows
+    assert {r["episode_id"].split("/")[0] for r in rows} == {"plugin-arm"}
+    assert {r["worker"] for r in rows} == {"worker-0", "worker-1"}
+    listed = cli("benchmarks", env=env).stdout
+    assert "plugin-arm" in listed
+
+
 def test_reproduce_full_and_quick_are_exclusive(capsys):
     from workbench.cli import main
 

@@ -45,6 +45,8 @@ _EXPORTS = {
     "open_pool": "workbench.runner",
     "open_ray_pool": "workbench.runner",
     "plan_episodes": "workbench.contracts",
+    "protocol_names": "workbench.contracts",
+    "register_protocol": "workbench.contracts",
     "run": "workbench.runner",
     "run_episode": "workbench.runtime.episode",
     "save_figure": "workbench.reports",

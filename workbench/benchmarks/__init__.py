@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from workbench.benchmarks.base import BenchmarkAdapter, StepResult, check_compatibility
+from workbench.contracts.protocols import Protocol, is_known_protocol, register_protocol
 from workbench.contracts.registry import Factory, Registry
 from workbench.contracts.rendering import use_headless_rendering
 
@@ -46,6 +47,9 @@ def benchmark_class(ref: str | type[BenchmarkAdapter]) -> type[BenchmarkAdapter]
     if not (isinstance(cls, type) and issubclass(cls, BenchmarkAdapter)):
         raise ValueError(f"benchmark {ref!r} must name a BenchmarkAdapter subclass, "
                          f"got {cls!r}")
+    carried = getattr(cls, "protocol", None)
+    if isinstance(carried, Protocol) and not is_known_protocol(carried.name):
+        register_protocol(carried)  # an adapter may carry a protocol of its own
     return cls
 
 

@@ -18,6 +18,8 @@ from workbench.contracts.protocols import (
     Feature,
     Protocol,
     get_protocol,
+    protocol_names,
+    register_protocol,
     sample_observation,
     validate_action,
     validate_observation,
@@ -47,6 +49,6 @@ __all__ = [
     "InfrastructureError", "LoadContext", "Observation", "Protocol", "Registry",
     "ResourceMonitor", "ResourceUsage", "adopt_sys_path", "cpu_usage", "describe_exception",
     "figure_axes", "get_protocol", "gpu_busy", "gpu_status", "import_target", "plan_episodes",
-    "sample_observation", "shard_episodes", "summarize", "use_headless_rendering",
+    "protocol_names", "register_protocol", "sample_observation", "shard_episodes", "summarize", "use_headless_rendering",
     "validate_action", "validate_observation", "wilson_interval",
 ]

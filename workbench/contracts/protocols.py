@@ -293,12 +293,74 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 
+PROTOCOL_GROUP = "workbench.protocols"
+"""The entry-point group through which a package registers protocols of its own (each
+entry names a :class:`Protocol`, or a callable returning one)."""
+_REGISTERED: dict[str, Protocol] = {}
+
+
+def register_protocol(protocol: Protocol) -> Protocol:
+    """Make ``protocol`` known by its name (to :func:`get_protocol`, hence to every
+    policy, validator and server of the workbench); returns it. Registering the same
+    definition again is a no-op; another definition under a known name is refused."""
+    if not isinstance(protocol, Protocol):
+        raise ValueError(f"register_protocol: expected a Protocol; got a "
+                         f"{type(protocol).__name__}")
+    known = PROTOCOLS.get(protocol.name) or _REGISTERED.get(protocol.name)
+    if known is not None and known != protocol:
+        raise ValueError(f"protocol {protocol.name!r} is already known with another "
+                         "definition; give yours a name of its own")
+    _REGISTERED[protocol.name] = protocol
+    return protocol
+
+
+def is_known_protocol(name: str) -> bool:
+    """Whether ``name`` is built in or registered already (entry points not consulted)."""
+    return name in PROTOCOLS or name in _REGISTERED
+
+
+def _from_entry_points(name: str) -> Protocol | None:
+    """``name`` from a package's ``workbench.protocols`` entry points, or carried by an
+    adapter registered under ``workbench.benchmarks`` (its class's ``protocol``);
+    registered when found. Any process finds these (installed metadata), so a plugin's
+    protocol reaches pool workers, replicas and servers too."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=PROTOCOL_GROUP):
+        if ep.name == name:
+            value = ep.load()
+            protocol = value if isinstance(value, Protocol) else value()
+            if not isinstance(protocol, Protocol) or protocol.name != name:
+                raise ValueError(f"entry point {PROTOCOL_GROUP}:{name} ({ep.value}) does not "
+                                 f"give the Protocol {name!r}")
+            return register_protocol(protocol)
+    for ep in entry_points(group="workbench.benchmarks"):
+        try:
+            carried = getattr(ep.load(), "protocol", None)
+        except Exception:  # a broken plugin says so where it is used, not here
+            continue
+        if isinstance(carried, Protocol) and carried.name == name:
+            return register_protocol(carried)
+    return None
+
+
+def protocol_names() -> list[str]:
+    """Every protocol known here: built in, registered, or named by an entry point."""
+    from importlib.metadata import entry_points
+
+    return sorted({*PROTOCOLS, *_REGISTERED,
+                   *(ep.name for ep in entry_points(group=PROTOCOL_GROUP))})
+
+
 def get_protocol(name: str) -> Protocol:
-    """Look up a protocol by name, refusing unknown names with the list of known ones."""
-    try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; available: {sorted(PROTOCOLS)}") from None
+    """Look up a protocol by name (built in, registered with :func:`register_protocol`,
+    or a plugin's), refusing unknown names with the list of known ones."""
+    found = PROTOCOLS.get(name) or _REGISTERED.get(name) if isinstance(name, str) else None
+    if found is None and isinstance(name, str):
+        found = _from_entry_points(name)
+    if found is None:
+        raise ValueError(f"unknown protocol {name!r}; available: {protocol_names()}")
+    return found
 
 
 def sample_observation(protocol: Protocol, height: int = 8, width: int = 8) -> dict[str, Any]:

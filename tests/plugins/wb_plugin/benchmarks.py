@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from wb_plugin.protocols import ARM
 from workbench.benchmarks.metaworld import MetaWorldAdapter
 from workbench.contracts import EpisodeSpec
 
@@ -63,3 +64,10 @@ class EarlySuccessMetaWorld(MetaWorldAdapter):
         if self._even and self._steps >= self.succeed_at:
             result.success, result.done = True, True
         return result
+
+
+class PluginArm(MetaWorldAdapter):
+    """MetaWorld's scenes behind the plugin's own protocol, ``plugin-arm-v1``."""
+
+    name = "plugin-arm"
+    protocol = ARM
