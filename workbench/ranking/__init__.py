@@ -5,79 +5,78 @@ MMRV, ...), pair sampling with nested checkpoints, adaptive allocation of judge 
 judges (VLM, human, offline heuristic) in :mod:`workbench.ranking.judges`, and the
 paper's published numbers in :mod:`workbench.ranking.paper_data`.
 
+Names load on first use (a module ``__getattr__``): ``import workbench.ranking`` or
+``workbench.ranking.bradley_terry`` loads the statistics core only, never the runner,
+the simulators or Ray.
+
 >>> from workbench.ranking import fit_bradley_terry, mmrv
 >>> fit_bradley_terry([[0, 2], [2, 0]]).scores.tolist()
 [50.0, 50.0]
 """
 
-from workbench.ranking.action_replay import (GapMetaWorldAdapter, RealityGap, ReplayConfig,
-                                             automatic_replay, table_one)
-from workbench.ranking.adaptive import (AdaptiveResult, adaptive_comparisons, bt_oracle,
-                                        plan_batch, score_covariance, uniform_comparisons)
-from workbench.ranking.agreement import (agreement_table, fleiss_kappa, load_annotation_files,
-                                         majority_votes)
-from workbench.ranking.annotation import AnnotationSample, sample_annotation_pairs
-from workbench.ranking.bootstrap import BootstrapResult, bootstrap_bradley_terry, resample_wins
-from workbench.ranking.bradley_terry import (BTResult, ConvergenceWarning,
-                                             DisconnectedComparisonsWarning, fit_bradley_terry,
-                                             fit_bradley_terry_batch, validate_wins)
-from workbench.ranking.collect import judge_comparisons
-from workbench.ranking.metrics import (agreement_rate, mean_interval_width, mmrv,
-                                       order_swap_consistency, pearson_r, spearman_rho,
-                                       success_rates, wilson_interval, win_rate_matrix)
-from workbench.ranking.synthetic import synthetic_rollout
-from workbench.ranking.validation import (draw_rankings, judge_episode_pairs, paired_difference,
-                                          summarize_validation)
-from workbench.ranking.sampling import (RolloutIndex, checkpoints, convergence_curve,
-                                        demo_rollout_table, sample_comparisons,
-                                        wins_from_preferences)
+import importlib
+from typing import Any
 
-__all__ = [
-    "AdaptiveResult",
-    "AnnotationSample",
-    "BTResult",
-    "BootstrapResult",
-    "ConvergenceWarning",
-    "DisconnectedComparisonsWarning",
-    "GapMetaWorldAdapter",
-    "RealityGap",
-    "ReplayConfig",
-    "RolloutIndex",
-    "adaptive_comparisons",
-    "agreement_rate",
-    "agreement_table",
-    "automatic_replay",
-    "bootstrap_bradley_terry",
-    "bt_oracle",
-    "checkpoints",
-    "convergence_curve",
-    "demo_rollout_table",
-    "draw_rankings",
-    "fit_bradley_terry",
-    "fit_bradley_terry_batch",
-    "fleiss_kappa",
-    "judge_comparisons",
-    "judge_episode_pairs",
-    "load_annotation_files",
-    "majority_votes",
-    "mean_interval_width",
-    "mmrv",
-    "order_swap_consistency",
-    "paired_difference",
-    "pearson_r",
-    "plan_batch",
-    "resample_wins",
-    "sample_annotation_pairs",
-    "sample_comparisons",
-    "score_covariance",
-    "spearman_rho",
-    "success_rates",
-    "summarize_validation",
-    "synthetic_rollout",
-    "table_one",
-    "uniform_comparisons",
-    "validate_wins",
-    "wilson_interval",
-    "win_rate_matrix",
-    "wins_from_preferences",
-]
+_EXPORTS = {
+    "AdaptiveResult": "workbench.ranking.adaptive",
+    "AnnotationSample": "workbench.ranking.annotation",
+    "BTResult": "workbench.ranking.bradley_terry",
+    "BootstrapResult": "workbench.ranking.bootstrap",
+    "ConvergenceWarning": "workbench.ranking.bradley_terry",
+    "DisconnectedComparisonsWarning": "workbench.ranking.bradley_terry",
+    "GapMetaWorldAdapter": "workbench.ranking.action_replay",
+    "RealityGap": "workbench.ranking.action_replay",
+    "ReplayConfig": "workbench.ranking.action_replay",
+    "RolloutIndex": "workbench.ranking.sampling",
+    "adaptive_comparisons": "workbench.ranking.adaptive",
+    "agreement_rate": "workbench.ranking.metrics",
+    "agreement_table": "workbench.ranking.agreement",
+    "automatic_replay": "workbench.ranking.action_replay",
+    "bootstrap_bradley_terry": "workbench.ranking.bootstrap",
+    "bt_oracle": "workbench.ranking.adaptive",
+    "checkpoints": "workbench.ranking.sampling",
+    "convergence_curve": "workbench.ranking.sampling",
+    "demo_rollout_table": "workbench.ranking.sampling",
+    "draw_rankings": "workbench.ranking.validation",
+    "fit_bradley_terry": "workbench.ranking.bradley_terry",
+    "fit_bradley_terry_batch": "workbench.ranking.bradley_terry",
+    "fleiss_kappa": "workbench.ranking.agreement",
+    "judge_comparisons": "workbench.ranking.collect",
+    "judge_episode_pairs": "workbench.ranking.validation",
+    "load_annotation_files": "workbench.ranking.agreement",
+    "majority_votes": "workbench.ranking.agreement",
+    "mean_interval_width": "workbench.ranking.metrics",
+    "mmrv": "workbench.ranking.metrics",
+    "order_swap_consistency": "workbench.ranking.metrics",
+    "paired_difference": "workbench.ranking.validation",
+    "pearson_r": "workbench.ranking.metrics",
+    "plan_batch": "workbench.ranking.adaptive",
+    "resample_wins": "workbench.ranking.bootstrap",
+    "sample_annotation_pairs": "workbench.ranking.annotation",
+    "sample_comparisons": "workbench.ranking.sampling",
+    "score_covariance": "workbench.ranking.adaptive",
+    "spearman_rho": "workbench.ranking.metrics",
+    "success_rates": "workbench.ranking.metrics",
+    "summarize_validation": "workbench.ranking.validation",
+    "synthetic_rollout": "workbench.ranking.synthetic",
+    "table_one": "workbench.ranking.action_replay",
+    "uniform_comparisons": "workbench.ranking.adaptive",
+    "validate_wins": "workbench.ranking.bradley_terry",
+    "wilson_interval": "workbench.ranking.metrics",
+    "win_rate_matrix": "workbench.ranking.metrics",
+    "wins_from_preferences": "workbench.ranking.sampling",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'workbench.ranking' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
