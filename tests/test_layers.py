@@ -55,3 +55,10 @@ def test_exactly_one_module_steps_an_adapter():
     in_adapters = {r for m, r in calls if m.startswith("workbench/benchmarks/")}
     assert in_adapters and all(r.split(".")[-1] in ("_env", "env", "physics", "scene")
                                for r in in_adapters), in_adapters
+
+
+def test_every_backend_name_has_one_executor():
+    from workbench.config import BACKENDS
+    from workbench.runner import EXECUTORS
+
+    assert tuple(EXECUTORS) == BACKENDS

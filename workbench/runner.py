@@ -1,8 +1,9 @@
 """The one road from a config to records: :func:`run`.
 
 ``run(config)`` owns plan -> freeze -> recover -> execute -> record for every backend
-(``sequential``, ``pool``, ``ray``, ``service``; the config's ``backend`` picks one from
-:data:`BACKENDS`). The CLI, the notebooks, the ranking pipeline, the benchmarks and
+(``sequential``, ``pool``, ``ray``, ``service``: the names of
+:data:`workbench.config.BACKENDS`; the config's ``backend`` picks its executor from
+:data:`EXECUTORS`). The CLI, the notebooks, the ranking pipeline, the benchmarks and
 Ray all come through here. Running the same config again resumes the same run:
 finished episodes are kept and never re-run; an episode left claimed by a crash is
 recorded as an infrastructure error, not retried.
@@ -139,8 +140,9 @@ def _service(job: Job, pool: EvalPool | None,
 
 Backend = Callable[[Job, EvalPool | RayPool | None, Sequence[EpisodeObserver]],
                    tuple[RunReport, SearchResult | None]]
-BACKENDS: dict[str, Backend] = {"sequential": _sequential, "pool": _pool, "ray": _ray,
-                                "service": _service}
+EXECUTORS: dict[str, Backend] = {"sequential": _sequential, "pool": _pool, "ray": _ray,
+                                 "service": _service}
+"""How each backend named in :data:`workbench.config.BACKENDS` executes a job."""
 
 
 def run(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool | None = None,
@@ -177,7 +179,7 @@ def execute(config: EvalConfig | Mapping[str, Any], *, pool: EvalPool | RayPool 
                              "folder")
         job = _freeze(config, parts, store, before_claim)
         handshake_policy(job)
-        report, search = BACKENDS[config.backend](job, pool, observers)
+        report, search = EXECUTORS[config.backend](job, pool, observers)
         searches = (search,) if search is not None else tuple(report.searches)
         for found in searches:
             store.record_search(job.run_id, search_as_dict(found))

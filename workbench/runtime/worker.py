@@ -2,7 +2,7 @@
 
 It runs the episodes the pool sends it with
 :func:`~workbench.runtime.episode.run_recorded_episode` (the same step loop the
-sequential backend runs), talking to its policy replica through :class:`RemotePolicy`.
+sequential backend runs), talking to its policy replica through :class:`ReplicaProxy`.
 With chunk-boundary observation it renders cameras only at the steps where the policy
 reads them.
 """
@@ -25,11 +25,11 @@ from workbench.runtime.replica import pin_threads
 from workbench.runtime.transport import ObservationSlot
 
 
-class RemotePolicyError(RuntimeError):
+class ReplicaError(RuntimeError):
     """The policy raised inside its replica; the message holds the replica's traceback."""
 
 
-class RemotePolicy:
+class ReplicaProxy:
     """Stands in for a Policy inside a worker; forwards calls to a replica over a pipe.
 
     Every call carries a number the replica's reply echoes, and waits at most
@@ -95,9 +95,9 @@ class RemotePolicy:
 
 def unpack_reply(status: str, value: Any, where: str) -> Any:
     """A replica's reply: its value, or the error it reports raised as the policy's
-    (``RemotePolicyError``, with the replica's traceback) or the infrastructure's."""
+    (``ReplicaError``, with the replica's traceback) or the infrastructure's."""
     if status == "error":
-        raise RemotePolicyError(f"in {where}:\n{value}")
+        raise ReplicaError(f"in {where}:\n{value}")
     if status == "infrastructure":
         raise InfrastructureError(f"in {where}: {value}")
     return value
@@ -112,7 +112,7 @@ def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
     adopt_sys_path(sys_path)
     slot = ObservationSlot.create(slot_bytes)
     adapter = adapter_factory()
-    proxy = RemotePolicy(capabilities, slot)
+    proxy = ReplicaProxy(capabilities, slot)
     control.send(("ready", slot.name))
     try:
         _loop(adapter, proxy, control, replica_conns)
@@ -121,7 +121,7 @@ def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
         slot.close()
 
 
-def _loop(adapter: BenchmarkAdapter, proxy: RemotePolicy, control: Connection,
+def _loop(adapter: BenchmarkAdapter, proxy: ReplicaProxy, control: Connection,
           replica_conns: dict[int, Connection]) -> None:
     while True:
         try:

@@ -60,50 +60,38 @@ Section 3: Task Success
 Section 4: Force / Effort Control
 Section 5: Short Overall Summary"""
 
-PREFERENCE_PROMPT = """You are an expert in robotic performance comparison. You must compare Robot A and Robot B based on action details, continuity, fluidity, and task success, and clearly determine which robot performs better.
-
-{desc_block}
-
-Your goal is to decide which video is better based ONLY on these criteria:
+_OPENING = ("You are an expert in robotic performance comparison. You must compare Robot A "
+            "and Robot B based on action details, continuity, fluidity, and task success, "
+            "and clearly determine which robot performs better.")
+_CRITERIA = """Your goal is to decide which video is better based ONLY on these criteria:
 1. Motion Smoothness
 2. Continuity / Fluidity
 3. Task Completion
-4. Force / Effort Control
+4. Force / Effort Control"""
 
-Rules:
-- Use ONLY the information explicitly stated in the descriptions.
+
+def _rules(source: str) -> str:
+    return f"""Rules:
+- Use ONLY the information explicitly stated in the {source}.
 - Do NOT hallucinate or infer unstated details.
 - Smooth, continuous, steady actions -> positive evidence.
-- Jerky, hesitant, or multiple unnecessary adjustments -> negative evidence.
+- Jerky, hesitant, or multiple unnecessary adjustments -> negative evidence."""
 
-Evaluation Procedure (you MUST follow internally, but DO NOT output any analysis):
+
+_PROCEDURE = """Evaluation Procedure (you MUST follow internally, but DO NOT output any analysis):
 1. Extract evidence for each video internally.
 2. Score each dimension internally.
-3. Internally decide which robot performs better.
-
-Final Output Rule:
+3. Internally decide which robot performs better."""
+_FINAL = """Final Output Rule:
 - Output ONLY one uppercase letter: "A" or "B".
 - Do NOT output explanations, reasoning, analysis, or any other text."""
 
-HUMAN_INSTRUCTIONS = """You are an expert in robotic performance comparison. You must compare Robot A and Robot B based on action details, continuity, fluidity, and task success, and clearly determine which robot performs better.
-
-{video_block}
-
-Your goal is to decide which video is better based ONLY on these criteria:
-1. Motion Smoothness
-2. Continuity / Fluidity
-3. Task Completion
-4. Force / Effort Control
-
-Rules:
-- Use ONLY the information explicitly stated in the videos.
-- Do NOT hallucinate or infer unstated details.
-- Smooth, continuous, steady actions -> positive evidence.
-- Jerky, hesitant, or multiple unnecessary adjustments -> negative evidence.
-
-Final Output Rule:
-- Output ONLY one uppercase letter: "A" or "B".
-- Do NOT output explanations, reasoning, analysis, or any other text."""
+# the source's two prompts share their opening, criteria, rules and final rule word for
+# word (the rules cite descriptions in one, videos in the other); written once here
+PREFERENCE_PROMPT = "\n\n".join([_OPENING, "{desc_block}", _CRITERIA, _rules("descriptions"),
+                                  _PROCEDURE, _FINAL])
+HUMAN_INSTRUCTIONS = "\n\n".join([_OPENING, "{video_block}", _CRITERIA, _rules("videos"),
+                                   _FINAL])
 
 SECTION_TITLES = ("Motion Smoothness", "Action Continuity", "Task Success",
                   "Force / Effort Control", "Short Overall Summary")
