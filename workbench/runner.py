@@ -3,7 +3,7 @@
 ``run(config)`` owns plan -> freeze -> recover -> execute -> record for every backend
 (``sequential``, ``pool``, ``ray``, ``service``: the names of
 :data:`workbench.config.BACKENDS`; the config's ``backend`` picks its executor from
-:data:`EXECUTORS`). The CLI, the notebooks, the ranking pipeline, the benchmarks and
+:data:`EXECUTORS`). The CLI, the notebooks, the ranking pipeline, the perf scripts and
 Ray all come through here. Running the same config again resumes the same run:
 finished episodes are kept and never re-run; an episode left claimed by a crash is
 recorded as an infrastructure error, not retried.

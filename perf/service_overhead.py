@@ -21,13 +21,13 @@ leaves out the service's start-up, the environment's construction, the policy's 
 and the driver's connection. steps/s = controls executed / wall_s. Overhead per step
 (ms) = (1 / median service steps/s - 1 / median local steps/s) * 1000.
 
-    python benchmarks/service_overhead.py [--quick] [--repeats N] [--out DIR]
+    python perf/service_overhead.py [--quick] [--repeats N] [--out DIR]
 
 Default: 5 repeats (about 2 minutes on 2 cores); ``--quick``: 3 repeats of shorter runs
 (about 35 s).
 
 Prints the table and writes it to ``<out>/service_overhead.txt`` and ``.json`` (out:
-``benchmarks/results``; with ``--quick``, ``service_overhead_quick.*``).
+``perf/results``; with ``--quick``, ``service_overhead_quick.*``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ at 224x224 and the default render quality; an observation rendered at every step
 The untrained policy never succeeds, so each episode is capped at ``--max-steps``
 steps to bound the measurement; steps/s does not depend on the cap.
 
-    python benchmarks/sequential_baseline.py [--episodes 1] [--max-steps 40]
+    python perf/sequential_baseline.py [--episodes 1] [--max-steps 40]
 
 Prints a table per task and, last, one JSON line with the aggregate steps/s.
 """

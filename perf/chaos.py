@@ -18,8 +18,8 @@ finished cases lost (a case finished before the resume that is missing or change
 after it), cases attempted twice (in the records, and by the SIM service's own count),
 cases neither finished nor recorded as interrupted, and outcome mismatches against an
 undisturbed campaign of the same route on the cases both finished without error.
-A script, not a timed test: ``python benchmarks/chaos.py`` (about 15 minutes on two
-cores), results in ``benchmarks/results/chaos.txt``.
+A script, not a timed test: ``python perf/chaos.py`` (about 15 minutes on two
+cores), results in ``perf/results/chaos.txt``.
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "chaos.txt"))
+    parser.add_argument("--out", default=str(ROOT / "perf" / "results" / "chaos.txt"))
     args = parser.parse_args()
     from workbench.contracts.rendering import use_headless_rendering
 
@@ -285,7 +285,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     totals = table[["lost", "twice", "unrecorded", "mismatched"]].sum()
     lines = [
-        f"benchmarks/chaos.py --trials {args.trials} --seed {args.seed}; commit {revision()}; "
+        f"perf/chaos.py --trials {args.trials} --seed {args.seed}; commit {revision()}; "
         f"{platform.node()} ({os.cpu_count()} cores); {time.strftime('%Y-%m-%d %H:%M')}; "
         f"{(time.monotonic() - started) / 60:.1f} min",
         f"campaign: metaworld {SUITE} {TASKS} x {EPISODES} = {len(TASKS) * EPISODES} cases, "

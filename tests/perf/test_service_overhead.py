@@ -1,4 +1,4 @@
-"""benchmarks/service_overhead.py at tiny settings: a local and a service row per
+"""perf/service_overhead.py at tiny settings: a local and a service row per
 workload, positive steps/s, and a ratio that is the ratio of the printed medians."""
 
 import importlib.util
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "service_overhead.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "service_overhead.py"
 PRINTED_PRECISION = 1e-3  # medians are printed to 3 decimals, each well above 1 step/s
 
 

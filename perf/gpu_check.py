@@ -17,7 +17,7 @@ recorded and the next step runs):
 
 On a machine without a GPU it prints ``{"gpu": false, "reason": ...}`` and exits 0.
 
-    python benchmarks/gpu_check.py [--out DIR]
+    python perf/gpu_check.py [--out DIR]
 """
 
 from __future__ import annotations

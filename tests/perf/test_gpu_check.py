@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py on a machine without a GPU: one JSON line saying so, exit 0
+"""perf/gpu_check.py on a machine without a GPU: one JSON line saying so, exit 0
 (the GPU steps run only where a GPU is lent; see the script)."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "gpu_check.py"
 
 
 def test_without_a_gpu_it_prints_one_json_line_saying_why():

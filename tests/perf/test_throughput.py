@@ -1,4 +1,4 @@
-"""benchmarks/throughput.py at a tiny size (2 tasks, 16 steps, 32 px, two interleaved
+"""perf/throughput.py at a tiny size (2 tasks, 16 steps, 32 px, two interleaved
 rounds; no Ray or vla-eval rows, which their own tests and the full run cover): the
 JSON's keys, the interleaving, and every reported number against the rows it names."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "throughput.py"
 SYSTEMS = ["sequential", "single chunk", "ceiling", "pool every step", "pool chunk fixed",
            "pool chunk searched"]
 

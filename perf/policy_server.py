@@ -18,10 +18,10 @@ each batch size (interleaved repeats, median): ``ceiling_at_B`` = seconds per ob
 at batch 1 over seconds per observation at batch B. No server can batch its way past
 that ratio; a server below 1 loses to one-at-a-time by its own overhead.
 
-    .venv/bin/python benchmarks/policy_server.py            # full: 224 px, 3 rounds
-    .venv/bin/python benchmarks/policy_server.py --quick    # 64 px, 1 round, 1 and 4 clients
+    .venv/bin/python perf/policy_server.py            # full: 224 px, 3 rounds
+    .venv/bin/python perf/policy_server.py --quick    # 64 px, 1 round, 1 and 4 clients
 
-Results: ``benchmarks/results/policy_server[_quick].{json,txt}``.
+Results: ``perf/results/policy_server[_quick].{json,txt}``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from workbench.contracts.wire import decode, encode  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "perf" / "results"
 MODES = {"one-at-a-time": ["--max-batch", "1"], "batched": ["--max-batch", "8"]}
 TARGET = ("batched", "one-at-a-time", 4, 1.5)
 """(numerator, denominator, clients, ratio): the issue's target, reported either way."""

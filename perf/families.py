@@ -1,7 +1,7 @@
 """Per benchmark family: install size, start-up, reset and step times with and without
 cameras, and the scripted diagnostic's success, measured in this process.
 
-    .venv/bin/python benchmarks/families.py [--quick] [--families libero kitchen ...]
+    .venv/bin/python perf/families.py [--quick] [--families libero kitchen ...]
 
 For each runnable family: ``install_mb`` (the on-disk size of the packages the family
 needs beyond the workbench's base install); ``startup_s`` (building the adapter and its
@@ -10,7 +10,7 @@ first reset: imports, environment construction, first render context not include
 read); ``step_cam_ms`` (median step plus one read of every camera the protocol serves,
 at ``--image-size``); ``render_first_s`` (the first camera read: renderer creation);
 ``success``: the family's scripted diagnostic (privileged) over ``--episodes``
-episodes through :func:`workbench.run`. Writes ``benchmarks/results/families.txt`` and
+episodes through :func:`workbench.run`. Writes ``perf/results/families.txt`` and
 ``.json``.
 """
 

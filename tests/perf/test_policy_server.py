@@ -1,4 +1,4 @@
-"""benchmarks/policy_server.py at tiny settings: both servers measured for each client
+"""perf/policy_server.py at tiny settings: both servers measured for each client
 count in interleaved rounds, every ratio the quotient of the rows it names, the policy's
 own batching ceiling measured in the same run, the files written."""
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "policy_server.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "policy_server.py"
 
 
 def load_script():

@@ -9,7 +9,7 @@ timed, which favours the loop. For 50 and 200 policies the loop runs on the firs
 replicates only and is scaled to 1,000. ``max_diff`` compares the replicate scores of the
 two (0-100 scale) on the replicates both fitted.
 
-    python benchmarks/ranking.py [--sizes 6 50 200] [--repeats 7]
+    python perf/ranking.py [--sizes 6 50 200] [--repeats 7]
 
 Prints a table and, last, one JSON line. Target (6 policies): median under 25 ms and at
 least 40x faster than the loop.

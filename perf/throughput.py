@@ -31,7 +31,7 @@ whole call: processes, model loads, environment builds, search; ``e2e_steps_per_
 Medians and ranges are over the rounds; every ratio divides the medians of two named
 rows in one named quantity, and a family of ratios keeps its row kind.
 
-    python benchmarks/throughput.py [--quick] [--rounds 3] [--tasks K] [--episodes N]
+    python perf/throughput.py [--quick] [--rounds 3] [--tasks K] [--episodes N]
 
 Prints the rows, the medians and the ratios, and last one JSON line (also written to
 ``--json``) with ``rows``, ``medians``, ``ratios``, ``targets``, ``agreement``.
