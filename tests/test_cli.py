@@ -168,7 +168,9 @@ def test_a_policy_from_a_module_on_pythonpath_runs_in_pool_mode(tmp_path):
     assert {r["worker"] for r in rows} == {"worker-0", "worker-1"}  # two pool workers ran it
 
 
-def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_path):
+def install_plugin(tmp_path):
+    """tests/plugins installed as a package (wb-plugin) into a folder of its own; the
+    folder, for PYTHONPATH."""
     site, source = tmp_path / "site", tmp_path / "wb-plugin"
     shutil.copytree(PLUGINS, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info",
                                                                   "helper_policies.py"))
@@ -176,6 +178,11 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
                     "--no-build-isolation", "--disable-pip-version-check", "--target",
                     str(site), str(source)], check=True, capture_output=True, timeout=300,
                    cwd=tmp_path)
+    return site
+
+
+def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_path):
+    site = install_plugin(tmp_path)
     assert list(site.glob("wb_plugin-*.dist-info/entry_points.txt"))
     env = _own_policy_env([site])
     path = write_config(tmp_path / "ep.yaml", suite="MT10", tasks=["reach-v3", "push-v3"],
@@ -200,13 +207,7 @@ def test_a_plugins_own_protocol_runs_the_readmes_drift_policy_in_pool_mode(tmp_p
     """A protocol no table of the workbench lists, registered by an installed package's
     entry point (and carried by its adapter): the README's Drift policy asks
     ``get_protocol`` for it in the driver, in two pool workers and in the replica."""
-    site, source = tmp_path / "site", tmp_path / "wb-plugin"
-    shutil.copytree(PLUGINS, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info",
-                                                                  "helper_policies.py"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--disable-pip-version-check", "--target",
-                    str(site), str(source)], check=True, capture_output=True, timeout=300,
-                   cwd=tmp_path)
+    site = install_plugin(tmp_path)
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     drift = next(block for block in readme.split("```python")[1:] if "class Drift" in block)
     (tmp_path / "my_policies.py").write_text(drift.split("```")[0])

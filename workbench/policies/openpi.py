@@ -34,8 +34,8 @@ from workbench.contracts.protocols import get_protocol
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError
 from workbench.policies.base import Policy
 from workbench.policies.wire_link import (Link, MalformedReply, PreflightError, ServerError,
-                                          TransportError, check_timeout, check_url,
-                                          unreachable_at)
+                                          ServerClient, TransportError, check_timeout,
+                                          check_url)
 from workbench.wires import PRESETS, default_preset, get_preset, openpi
 from workbench.wires.native import one_line
 from workbench.wires.presets import Preset, preset_from_keys
@@ -82,7 +82,7 @@ class _Episode:
     link: Link
 
 
-class OpenpiPolicy(Policy):
+class OpenpiPolicy(ServerClient, Policy):
     """A policy behind an openpi server at ``url`` (see the module).
 
     protocol: the benchmark protocol (the runner passes the benchmark's); preset: a
@@ -109,10 +109,6 @@ class OpenpiPolicy(Policy):
     @property
     def capabilities(self) -> Capabilities:
         return self._caps
-
-    def unreachable(self) -> str | None:
-        """Why the server cannot take an episode now, or None (checked before a claim)."""
-        return unreachable_at(self.url, self.timeout_s, self.max_frame_bytes)
 
     # -- the handshake before the run --------------------------------------------------
     def handshake(self, observation: Observation) -> dict[str, Any]:

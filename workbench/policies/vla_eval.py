@@ -33,8 +33,8 @@ from workbench.contracts.wire import MAX_FRAME_BYTES, WireError
 from workbench.policies.base import Policy
 from workbench.policies.openpi import check_image_size, client_preset
 from workbench.policies.wire_link import (Link, MalformedReply, PreflightError, ServerError,
-                                          TransportError, check_timeout, check_url,
-                                          unreachable_at)
+                                          ServerClient, TransportError, check_timeout,
+                                          check_url)
 from workbench.wires import vla_eval
 from workbench.wires.native import one_line
 from workbench.wires.replies import ReplyError, read_actions
@@ -48,7 +48,7 @@ class _Episode:
     server: dict[str, Any] = field(default_factory=dict)
 
 
-class VlaEvalPolicy(Policy):
+class VlaEvalPolicy(ServerClient, Policy):
     """A policy behind a vla-eval model server at ``url`` (see the module).
 
     protocol: the benchmark protocol (the runner passes the benchmark's); preset: a
@@ -73,10 +73,6 @@ class VlaEvalPolicy(Policy):
     @property
     def capabilities(self) -> Capabilities:
         return self._caps
-
-    def unreachable(self) -> str | None:
-        """Why the server cannot take an episode now, or None (checked before a claim)."""
-        return unreachable_at(self.url, self.timeout_s, self.max_frame_bytes)
 
     # -- the handshake before the run --------------------------------------------------
     def handshake(self, observation: Observation) -> dict[str, Any]:

@@ -42,14 +42,22 @@ class PreflightError(ValueError):
     """The handshake before the run found that client and server do not fit."""
 
 
-def unreachable_at(url: str, timeout_s: float, max_frame_bytes: int) -> str | None:
-    """Why a policy server at ``url`` cannot be reached now (a WebSocket opened and
-    closed), or None; asked before each claim (:func:`workbench.runtime.guard.unreachable`)."""
-    try:
-        Link(url, timeout_s, max_frame_bytes).close()
-    except TransportError as exc:
-        return str(exc)
-    return None
+class ServerClient:
+    """What a policy behind another ecosystem's server (``url``, ``timeout_s``,
+    ``max_frame_bytes``) shares: whether that server can take an episode now."""
+
+    url: str
+    timeout_s: float
+    max_frame_bytes: int
+
+    def unreachable(self) -> str | None:
+        """Why the server cannot take an episode now (a WebSocket opened and closed), or
+        None; asked before each claim (:func:`workbench.runtime.guard.unreachable`)."""
+        try:
+            Link(self.url, self.timeout_s, self.max_frame_bytes).close()
+        except TransportError as exc:
+            return str(exc)
+        return None
 
 
 class Link:
