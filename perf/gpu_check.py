@@ -53,7 +53,7 @@ def step(results: dict, name: str, body: Callable[[], dict]) -> None:
 def check_nvml() -> dict:
     import torch
 
-    from workbench.contracts.resources import ResourceMonitor, gpu_busy
+    from workbench.runtime.resources import ResourceMonitor, gpu_busy
 
     idle = gpu_busy(duration_s=1.0)
     a = torch.randn(4096, 4096, device="cuda")

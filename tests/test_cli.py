@@ -56,39 +56,39 @@ def test_expert_solves_pick_place_three_of_three_and_is_reproducible(tmp_path):
 # allowed, exit status 2, no traceback. The type errors are refused before any simulator
 # is imported.
 BAD_CONFIGS = [
-    ({"episodes": "three"}, r"episodes must be an integer >= 1 and <= 100000; got 'three' "
+    ({"episodes": "three"}, r"episodes: expected an integer >= 1 and <= 100000; got 'three' "
                             r"\(str\)"),
-    ({"episodes": 1.5}, r"episodes must be an integer >= 1 and <= 100000; got 1.5 \(float\)"),
-    ({"episodes": 0}, r"episodes must be an integer >= 1 and <= 100000; got 0"),
-    ({"seed": "zero"}, r"seed must be an integer >= 0 and <= 4294967295; got 'zero'"),
-    ({"image_size": True}, r"image_size must be an integer >= 16 and <= 2048; got True \(bool\)"),
-    ({"image_size": 8}, r"image_size must be an integer >= 16 and <= 2048; got 8"),
-    ({"shards": 2.0}, r"shards must be an integer >= 1 and <= 100000; got 2.0 \(float\)"),
-    ({"shards": 2, "shard": 2}, r"shard must be an integer >= 0 and <= 1; got 2"),
-    ({"pool": {"workers": "two"}}, r"pool.workers must be an integer >= 1 and <= 1024; got 'two' \(str\)"),
-    ({"pool": {"replicas": 0}}, r"pool.replicas must be an integer >= 1 and <= 256; got 0"),
-    ({"pool": {"max_batch": [4]}}, r"pool.max_batch must be an integer >= 1 and <= 4096 or null; got \[4\]"),
-    ({"pool": {"max_wait_ms": "fast"}}, r"pool.max_wait_ms must be a finite number >= 0 and <= 60000; got 'fast'"),
-    ({"pool": {"max_wait_ms": -1}}, r"pool.max_wait_ms must be a finite number >= 0 and <= 60000; got -1"),
-    ({"search": {"probe_episodes": "4"}}, r"search.probe_episodes must be an integer >= 1"),
-    ({"search": {"probe_time_limit_s": None}}, r"search.probe_time_limit_s must be a finite number"),
-    ({"search": {"success_fraction": 1.5}}, r"search.success_fraction must be a finite number >= 0 "
+    ({"episodes": 1.5}, r"episodes: expected an integer >= 1 and <= 100000; got 1.5 \(float\)"),
+    ({"episodes": 0}, r"episodes: expected an integer >= 1 and <= 100000; got 0"),
+    ({"seed": "zero"}, r"seed: expected an integer >= 0 and <= 4294967295; got 'zero'"),
+    ({"image_size": True}, r"image_size: expected an integer >= 16 and <= 2048; got True \(bool\)"),
+    ({"image_size": 8}, r"image_size: expected an integer >= 16 and <= 2048; got 8"),
+    ({"shards": 2.0}, r"shards: expected an integer >= 1 and <= 100000; got 2.0 \(float\)"),
+    ({"shards": 2, "shard": 2}, r"shard: expected an integer >= 0 and <= 1; got 2"),
+    ({"pool": {"workers": "two"}}, r"pool.workers: expected an integer >= 1 and <= 1024; got 'two' \(str\)"),
+    ({"pool": {"replicas": 0}}, r"pool.replicas: expected an integer >= 1 and <= 256; got 0"),
+    ({"pool": {"max_batch": [4]}}, r"pool.max_batch: expected an integer >= 1 and <= 4096 or null; got \[4\]"),
+    ({"pool": {"max_wait_ms": "fast"}}, r"pool.max_wait_ms: expected a finite number >= 0 and <= 60000; got 'fast'"),
+    ({"pool": {"max_wait_ms": -1}}, r"pool.max_wait_ms: expected a finite number >= 0 and <= 60000; got -1"),
+    ({"search": {"probe_episodes": "4"}}, r"search.probe_episodes: expected an integer >= 1"),
+    ({"search": {"probe_time_limit_s": None}}, r"search.probe_time_limit_s: expected a finite number"),
+    ({"search": {"success_fraction": 1.5}}, r"search.success_fraction: expected a finite number >= 0 "
                                             r"and <= 1; got 1.5"),
-    ({"search": {"min_gain": "x"}}, r"search.min_gain must be a finite number"),
-    ({"search": {"memory_reserve_gib": []}}, r"search.memory_reserve_gib must be a finite number"),
-    ({"search": {"max_workers": 0}}, r"search.max_workers must be an integer >= 1 and <= 1024 or null"),
-    ({"search": {"max_replicas": "2"}}, r"search.max_replicas must be an integer >= 1"),
-    ({"search": {"worker_candidates": [1, "2"]}}, r"search.worker_candidates\[1\] must be"),
-    ({"search": "yes"}, r"search must be a mapping of search settings; got 'yes'"),
-    ({"ray": {"shards": 0}}, r"ray.shards must be an integer >= 1 and <= 4096; got 0"),
-    ({"ray": {"cpus_per_shard": "1"}}, r"ray.cpus_per_shard must be a finite number >= 0 and <= 4096 or null"),
-    ({"pool": 3}, r"pool must be a mapping of pool settings; got 3 \(int\)"),
-    ({"video": "some"}, r'video must be "off", "all" or a count of episodes >= 0; got \'some\''),
-    ({"progress": "yes"}, r"progress must be true or false; got 'yes'"),
-    ({"backend": "gpu"}, r"backend must be one of \['sequential', 'pool', 'ray', 'service'\]; got 'gpu'"),
-    ({"observe": "sometimes"}, r"observe must be one of \['every_step', 'chunk_boundary'\]"),
-    ({"device": "tpu"}, r"device must be cpu, cuda or cuda:N; got 'tpu'"),
-    ({"policy_options": [1]}, r"policy_options must be a mapping of names to values"),
+    ({"search": {"min_gain": "x"}}, r"search.min_gain: expected a finite number"),
+    ({"search": {"memory_reserve_gib": []}}, r"search.memory_reserve_gib: expected a finite number"),
+    ({"search": {"max_workers": 0}}, r"search.max_workers: expected an integer >= 1 and <= 1024 or null"),
+    ({"search": {"max_replicas": "2"}}, r"search.max_replicas: expected an integer >= 1"),
+    ({"search": {"worker_candidates": [1, "2"]}}, r"search.worker_candidates\[1\]: expected"),
+    ({"search": "yes"}, r"search: expected a mapping of search settings; got 'yes'"),
+    ({"ray": {"shards": 0}}, r"ray.shards: expected an integer >= 1 and <= 4096; got 0"),
+    ({"ray": {"cpus_per_shard": "1"}}, r"ray.cpus_per_shard: expected a finite number >= 0 and <= 4096 or null"),
+    ({"pool": 3}, r"pool: expected a mapping of pool settings; got 3 \(int\)"),
+    ({"video": "some"}, r'video: expected "off", "all" or a count of episodes >= 0; got \'some\''),
+    ({"progress": "yes"}, r"progress: expected true or false; got 'yes'"),
+    ({"backend": "gpu"}, r"backend: expected one of \['sequential', 'pool', 'ray', 'service'\]; got 'gpu'"),
+    ({"observe": "sometimes"}, r"observe: expected one of \['every_step', 'chunk_boundary'\]"),
+    ({"device": "tpu"}, r"device: expected cpu, cuda or cuda:N; got 'tpu'"),
+    ({"policy_options": [1]}, r"policy_options: expected a mapping of names to values"),
     ({"workers": 2}, r"unknown key 'workers' \(did you mean pool.workers\?\)"),
     ({"colour": "red"}, r"unknown key 'colour'; known"),
     ({"pool": {"wokers": 2}}, r"unknown key pool.wokers; known"),
@@ -125,7 +125,7 @@ def test_bad_configs_get_one_clear_line(tmp_path, override, message):
 
 def test_bad_overrides_and_files_get_clear_errors(tmp_path):
     path = write_config(tmp_path / "c.yaml")
-    for args, message in [(("eval", path, "--set", "pool.workers=two"), "pool.workers must be"),
+    for args, message in [(("eval", path, "--set", "pool.workers=two"), "pool.workers: expected"),
                           (("eval", path, "--set", "episodes"), "--set expects KEY=VALUE"),
                           (("eval", tmp_path / "none.yaml"), "no config file at"),
                           (("results", tmp_path / "none.sqlite", "--json"), "no records file")]:
@@ -205,10 +205,10 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
 
 def test_a_plugins_own_protocol_runs_the_readmes_drift_policy_in_pool_mode(tmp_path):
     """A protocol no table of the workbench lists, registered by an installed package's
-    entry point (and carried by its adapter): the README's Drift policy asks
+    entry point (and carried by its adapter): the docs' Drift policy asks
     ``get_protocol`` for it in the driver, in two pool workers and in the replica."""
     site = install_plugin(tmp_path)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "your-own-policy.md").read_text()
     drift = next(block for block in readme.split("```python")[1:] if "class Drift" in block)
     (tmp_path / "my_policies.py").write_text(drift.split("```")[0])
     env = _own_policy_env([site, tmp_path])

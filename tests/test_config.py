@@ -66,10 +66,10 @@ def test_missing_required_keys_are_named():
 
 def test_the_ranking_section_validates_itself():
     assert RankingConfig(checkpoints=[10, 20], comparisons_per_pair=20).checkpoints == (10, 20)
-    with pytest.raises(ValueError, match=r"ranking.checkpoints\[1\] must be an integer >= 1 "
+    with pytest.raises(ValueError, match=r"ranking.checkpoints\[1\]: expected an integer >= 1 "
                                          r"and <= 20; got 40"):
         RankingConfig(checkpoints=[10, 40], comparisons_per_pair=20)
-    with pytest.raises(ValueError, match="ranking.n_boot must be an integer >= 1"):
+    with pytest.raises(ValueError, match="ranking.n_boot: expected an integer >= 1"):
         RankingConfig(n_boot="many")
 
 

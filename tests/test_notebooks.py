@@ -48,5 +48,9 @@ def test_runs_at_tiny_parameters(path, tmp_path):
     assert executed["metadata"]["papermill"]["parameters"] == params
     written = list((tmp_path / "figures").glob("*.png"))
     assert written, "the notebook saved at least one figure"
+    number = path.name.split("_")[0]
     for png in written:
         assert png.with_suffix(".json").exists(), f"{png.name} has its numbers beside it"
+    files = sorted(f.name for f in (tmp_path / "figures").iterdir())
+    assert [f for f in files if not f.startswith(number + "_")] == [], \
+        f"every figure file of {path.name} carries its number"

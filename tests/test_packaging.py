@@ -46,7 +46,7 @@ def test_reproduce_runs_from_an_installed_wheel(tmp_path):
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
     figures = work / "figures"
     assert (figures / "01_quickstart_success.png").exists()
-    assert (figures / "ranking_real_to_sim_metrics.csv").exists()  # its CSVs shipped too
+    assert (figures / "10_ranking_real_to_sim_metrics.csv").exists()  # its CSVs shipped too
     executed = json.loads((work / "out" / "notebooks" / "01_quickstart.ipynb").read_text())
     kernel = executed["metadata"]["papermill"]
     assert kernel["parameters"]["output_dir"] == "../runs/quickstart-tiny"

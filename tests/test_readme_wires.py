@@ -1,4 +1,4 @@
-"""The README's sections on openpi and vla-eval, run as written (ports moved to free ones):
+"""docs/remote-models.md, the sections on openpi and vla-eval, run as written (ports moved to free ones):
 an eval through each ecosystem's own server, and each ecosystem's own client against
 `workbench serve-policy`."""
 
@@ -23,7 +23,7 @@ pytest.importorskip("openpi_server")
 pytest.importorskip("vla_eval")
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "remote-models.md").read_text()
 BLOCK = re.compile(r"<!-- test: (?P<kind>[\w-]+) (?P<wire>[\w-]+) -->\n```\w*\n(?P<body>.*?)```",
                    re.S)
 BLOCKS = {(m["kind"], m["wire"]): m["body"] for m in BLOCK.finditer(README)}

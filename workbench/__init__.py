@@ -12,16 +12,17 @@ The road from a config to records is :func:`workbench.run`; see :mod:`workbench.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from workbench._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "ActionContract": "workbench.contracts",
     "BenchmarkAdapter": "workbench.benchmarks",
-    "Capabilities": "workbench.contracts",
     "Campaign": "workbench.campaigns",
-    "ContractError": "workbench.contracts",
+    "Capabilities": "workbench.contracts",
+    "ConfigError": "workbench.errors",
+    "ContractError": "workbench.errors",
     "EpisodeContext": "workbench.contracts",
     "EpisodeObserver": "workbench.runtime.episode",
     "EpisodeResult": "workbench.contracts",
@@ -29,12 +30,21 @@ _EXPORTS = {
     "ErrorKind": "workbench.contracts",
     "EvalConfig": "workbench.config",
     "EvalRun": "workbench.runner",
+    "Feature": "workbench.contracts",
+    "InfrastructureError": "workbench.errors",
     "LifecycleError": "workbench.policies",
     "LoadContext": "workbench.contracts",
     "Policy": "workbench.policies",
+    "PolicyError": "workbench.errors",
     "PoolConfig": "workbench.config",
+    "Protocol": "workbench.contracts",
     "RecordStore": "workbench.records",
+    "StepResult": "workbench.benchmarks",
     "Stop": "workbench.contracts.capabilities",
+    "TransportError": "workbench.errors",
+    "WorkbenchError": "workbench.errors",
+    "check_adapter": "workbench.checks",
+    "check_policy": "workbench.checks",
     "create_campaign": "workbench.campaigns",
     "get_protocol": "workbench.contracts",
     "load_config": "workbench.config",
@@ -59,13 +69,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -45,6 +45,7 @@ import pandas as pd
 import workbench
 from workbench.config import EvalConfig, as_config
 from workbench.contracts.plan import plan_episodes, shard_episodes
+from workbench.errors import ConfigError
 from workbench.records.provenance import package_versions, policy_source, run_provenance
 from workbench.records.sources import (FrozenSources, local_modules, option_files,
                                        package_files)
@@ -69,7 +70,7 @@ SOURCE_LABELS = {"policy": "policy source", "benchmark": "benchmark source",
                  "options": "file named in policy_options"}
 
 
-class CodeChanged(ValueError):
+class CodeChanged(ConfigError):
     """The workbench, the policy's or benchmark's code, or a file the policy's options
     name differs from what the campaign froze. ``exit_code``: 2 before the run, 1 once
     it ran (a change found before a claim)."""

@@ -17,20 +17,21 @@ from typing import Any, Sequence
 import yaml
 
 from workbench.contracts.wire import MAX_FRAME_BYTES
+from workbench.errors import ConfigError
 
 
 def _parse_set(items: Sequence[str]) -> dict:
     out = {}
     for item in items:
         if "=" not in item:
-            raise ValueError(f"--set expects KEY=VALUE (KEY may be pool.workers), got {item!r}")
+            raise ConfigError(f"--set expects KEY=VALUE (KEY may be pool.workers); got {item!r}")
         key, value = item.split("=", 1)
         try:
             out[key] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
             problem = " ".join(str(exc).split())[:160]
-            raise ValueError(f"--set {key[:80]}: not a YAML value: {value[:80]!r} "
-                             f"({problem})") from None
+            raise ConfigError(f"--set {key[:80]}: not a YAML value: {value[:80]!r} "
+                              f"({problem})") from None
     return out
 
 
@@ -161,7 +162,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = os.environ.get("WORKBENCH_SIM_TOKEN") or None
     state_dir = Path(args.state_dir)
     if state_dir.exists() and not state_dir.is_dir():
-        raise ValueError(f"--state-dir {state_dir} is a file, not a folder")
+        raise ConfigError(f"--state-dir {state_dir} is a file, not a folder")
     service = build_service(args.benchmark, args.suite, args.tasks, args.episodes, args.seed,
                             args.image_size, args.max_steps, token=token, host=args.host,
                             port=args.port, slots=args.slots, video=args.video_dir is not None,
@@ -172,8 +173,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         service.start()
     except OSError as exc:
-        raise ValueError(f"cannot listen on {args.host}:{args.port}: "
-                         f"{exc.strerror or exc}") from None
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: "
+                          f"{exc.strerror or exc}") from None
     token_file = Path(args.token_file) if args.token_file else state_dir / "token"
     if not token:  # a secret of its own: readable by this user only, never printed
         token_file.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +204,7 @@ def cmd_serve_policy(args: argparse.Namespace) -> int:
         try:
             args.keys = yaml.safe_load(args.keys)
         except yaml.YAMLError as exc:
-            raise ValueError(f"--keys: not a YAML map: {exc}") from None
+            raise ConfigError(f"--keys: not a YAML map: {exc}") from None
     return run_policy_server(args)
 
 
@@ -227,7 +228,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from workbench.reproduce import reproduce
 
     if args.quick and args.full:
-        raise ValueError("--quick and --full exclude each other")
+        raise ConfigError("--quick and --full exclude each other")
     table = reproduce(quick=args.quick, notebooks=args.notebooks or None,
                       figures=args.figures, out=args.out, tier="full" if args.full else None)
     shown = table[["notebook", "status", "seconds", "figures"]]
@@ -235,6 +236,31 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     print(f"figures and the numbers behind them: {Path(args.figures).resolve()}\n"
           f"executed notebooks and their logs: {Path(args.out).resolve()}")
     return 0 if table["status"].eq("ok").all() else 1
+
+
+def cmd_check_adapter(args: argparse.Namespace) -> int:
+    from workbench.checks import check_adapter
+
+    report = check_adapter(args.benchmark, suite=args.suite, steps=args.steps,
+                           **_parse_set(args.set))
+    print(report.text())
+    return 0 if report.passed else 1
+
+
+def cmd_check_policy(args: argparse.Namespace) -> int:
+    from workbench.checks import check_policy
+    from workbench.contracts import get_protocol, import_target, register_protocol
+    from workbench.policies import make_policy
+
+    if ":" in args.protocol:  # an import path: the protocol object, registered here
+        protocol = register_protocol(import_target(args.protocol))
+    else:
+        protocol = get_protocol(args.protocol)
+    policy = make_policy(args.policy, protocol=protocol.name, **_parse_set(args.set))
+    report = check_policy(policy, protocol, episodes=args.episodes, steps=args.steps,
+                          task=args.task)
+    print(report.text())
+    return 0 if report.passed else 1
 
 
 DESCRIPTION = """Evaluate robot policies in simulation: fast, reproducible, quality-aware.
@@ -357,7 +383,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
     p = _add(sub, "benchmarks", "List each benchmark family, its protocol, suites and "
                                 "whether it runs here.", cmd_benchmarks)
-    p.add_argument("--markdown", action="store_true", help="as the README's support matrix")
+    p.add_argument("--markdown", action="store_true", help="as the support matrix of docs/evaluate.md")
+    p = _add(sub, "check-adapter", "Check that a benchmark adapter keeps the contracts the "
+                                   "runtime relies on (exit 1 on a failed check).",
+             cmd_check_adapter)
+    p.add_argument("benchmark", help="a registered benchmark or package.module:Adapter")
+    p.add_argument("--suite", default=None, help="the suite to build (default: its own)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an adapter option (YAML value); repeatable")
+    p.add_argument("--steps", type=int, default=5, help="steps of the repeatability check")
+    p = _add(sub, "check-policy", "Check that a policy keeps its lifecycle, its declared "
+                                  "features and the action contract (exit 1 on a failure).",
+             cmd_check_policy)
+    p.add_argument("policy", help="a registered policy, an entry point or "
+                                  "package.module:Policy")
+    p.add_argument("--protocol", required=True,
+                   help="the protocol it acts on: a name (metaworld-v1) or the import path "
+                        "of a Protocol (package.module:NAME)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a policy option (YAML value); repeatable")
+    p.add_argument("--task", default="check-task",
+                   help="the task of its episodes (for a policy that knows its tasks)")
+    p.add_argument("--episodes", type=int, default=2, help="episodes of the action check")
+    p.add_argument("--steps", type=int, default=3, help="steps per episode")
     p = _add(sub, "reproduce", "Run the notebooks through papermill, writing figures and "
                                "the numbers behind them.", cmd_reproduce)
     p.add_argument("--quick", action="store_true", help="tiny parameters (experiments/tiny/)")

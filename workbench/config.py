@@ -42,7 +42,7 @@ YAML format (``benchmark``, ``suite`` and ``policy`` are required)::
       token_env: WORKBENCH_SIM_TOKEN  # environment variable holding the admin token
       timeout_s: 60.0             #   longest wait for one reply
 
-Every wrong type, range or name raises ValueError naming the key, the value and what
+Every wrong type, range or name raises ConfigError (a ValueError) naming the key, the value and what
 is allowed. Derived values (the batch size, the backend's observation schedule, the
 run id) are computed here and nowhere else.
 
@@ -53,7 +53,7 @@ run id) are computed here and nowhere else.
 ...                       "pool": {"workers": "two"}})
 Traceback (most recent call last):
 ...
-ValueError: pool.workers must be an integer >= 1 and <= 1024; got 'two' (str)
+workbench.errors.ConfigError: pool.workers: expected an integer >= 1 and <= 1024; got 'two' (str)
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ import yaml
 
 from workbench.benchmarks import BenchmarkAdapter, benchmark_class, benchmark_factory
 from workbench.contracts.registry import Factory
+from workbench.errors import ConfigError
 from workbench.policies import policy_factory
 
 BACKENDS = ("sequential", "pool", "ray", "service")
@@ -116,9 +117,9 @@ def check_int(key: str, value: Any, minimum: int | None = None, maximum: int | N
     bounds += "" if maximum is None else f" and <= {maximum}"
     allowed = f"an integer{bounds}" + (" or null" if optional else "")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+        raise ConfigError(f"{key}: expected {allowed}; {_got(value)}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+        raise ConfigError(f"{key}: expected {allowed}; {_got(value)}")
     return value
 
 
@@ -133,21 +134,21 @@ def check_float(key: str, value: Any, minimum: float | None = None,
     allowed = f"a finite number{bounds}" + (" or null" if optional else "")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             not math.isfinite(float(value)):
-        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+        raise ConfigError(f"{key}: expected {allowed}; {_got(value)}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+        raise ConfigError(f"{key}: expected {allowed}; {_got(value)}")
     return float(value)
 
 
 def check_bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false; {_got(value)}")
+        raise ConfigError(f"{key}: expected true or false; {_got(value)}")
     return value
 
 
 def check_choice(key: str, value: Any, choices: Sequence[Any]) -> Any:
     if value not in choices:
-        raise ValueError(f"{key} must be one of {list(choices)}; {_got(value)}")
+        raise ConfigError(f"{key}: expected one of {list(choices)}; {_got(value)}")
     return value
 
 
@@ -158,13 +159,13 @@ def check_str(key: str, value: Any, optional: bool = False) -> str | None:
         return str(value)
     if not isinstance(value, str) or not value:
         allowed = "a non-empty string" + (" or null" if optional else "")
-        raise ValueError(f"{key} must be {allowed}; {_got(value)}")
+        raise ConfigError(f"{key}: expected {allowed}; {_got(value)}")
     return value
 
 
 def check_mapping(key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise ValueError(f"{key} must be a mapping of names to values; {_got(value)}")
+        raise ConfigError(f"{key}: expected a mapping of names to values; {_got(value)}")
     return dict(value)
 
 
@@ -235,8 +236,8 @@ class SearchConfig:
         check_int("search.max_replicas", self.max_replicas, 1, MAX_REPLICAS, optional=True)
         if isinstance(self.worker_candidates, (str, bytes)) or not isinstance(
                 self.worker_candidates, Sequence) or not self.worker_candidates:
-            raise ValueError("search.worker_candidates must be a non-empty list of integers; "
-                             f"{_got(self.worker_candidates)}")
+            raise ConfigError("search.worker_candidates: expected a non-empty list of integers; "
+                              f"{_got(self.worker_candidates)}")
         for k, w in enumerate(self.worker_candidates):
             check_int(f"search.worker_candidates[{k}]", w, 1, MAX_WORKERS)
         object.__setattr__(self, "worker_candidates", tuple(self.worker_candidates))
@@ -288,7 +289,7 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         url = check_str("service.url", self.url, optional=True)
         if url is not None and not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"service.url must start with ws:// or wss://; {_got(url)}")
+            raise ConfigError(f"service.url must start with ws:// or wss://; {_got(url)}")
         check_str("service.token_env", self.token_env)
         object.__setattr__(self, "timeout_s",
                            check_float("service.timeout_s", self.timeout_s, 0.1, MAX_SECONDS))
@@ -356,8 +357,8 @@ class EvalConfig:
         self._set("output_dir", _check_output_dir(self.output_dir))
         check_str("run_id", self.run_id, optional=True)
         if self.run_id is not None and not RUN_ID.fullmatch(self.run_id):
-            raise ValueError("run_id must be 1 to 128 letters, digits or ._:@+=- (it names "
-                             f"files), starting with a letter or digit; {_got(self.run_id)}")
+            raise ConfigError("run_id: expected 1 to 128 letters, digits or ._:@+=- (it names "
+                              f"files), starting with a letter or digit; {_got(self.run_id)}")
         check_str("suite", self.suite)
         check_bool("progress", self.progress)
         check_bool("warm_up", self.warm_up)
@@ -376,29 +377,29 @@ class EvalConfig:
             if isinstance(value, Mapping):
                 value = _section(section, name, value)
             if not isinstance(value, section):
-                raise ValueError(f"{name} must be a mapping of {name} settings; {_got(value)}")
+                raise ConfigError(f"{name}: expected a mapping of {name} settings; {_got(value)}")
             self._set(name, value)
         if self.backend == "service" and self.service.url is None:
-            raise ValueError("backend service needs service.url (ws://HOST:PORT of a "
-                             "`workbench serve` SIM service)")
+            raise ConfigError("backend service needs service.url (ws://HOST:PORT of a "
+                              "`workbench serve` SIM service)")
 
     def _check_names(self) -> None:
         adapter = self.benchmark_class
         suites = adapter.list_suites()
         if self.suite not in suites:
-            raise ValueError(f"suite {self.suite!r} is not a suite of {adapter.name}; "
-                             f"available: {_short(suites)}")
+            raise ConfigError(f"suite {self.suite!r} is not a suite of {adapter.name}; "
+                              f"available: {_short(suites)}")
         if self.tasks is not None:
             self._set("tasks", _check_tasks(self.tasks, self.suite,
                                             adapter.suite_tasks(self.suite)))
         if adapter.initial_states is not None and self.episodes > adapter.initial_states:
-            raise ValueError(f"episodes must be at most {adapter.initial_states} for "
-                             f"{adapter.name}, which has {adapter.initial_states} initial "
-                             f"states per task; got {self.episodes}")
+            raise ConfigError(f"episodes: expected at most {adapter.initial_states} for "
+                              f"{adapter.name}, which has {adapter.initial_states} initial "
+                              f"states per task; got {self.episodes}")
         clash = [k for k in ADAPTER_KEYS if k in self.benchmark_options]
         if clash:
-            raise ValueError(f"benchmark_options.{clash[0]}: set {clash[0]} at the top level "
-                             "of the config, not in benchmark_options")
+            raise ConfigError(f"benchmark_options.{clash[0]}: set {clash[0]} at the top level "
+                              "of the config, not in benchmark_options")
         self.policy_factory()  # an unknown policy or options that do not fit: refused now
         self.adapter_factory().check("benchmark")
 
@@ -408,7 +409,7 @@ class EvalConfig:
         try:
             return benchmark_class(self.benchmark)
         except ValueError as exc:
-            raise ValueError(f"benchmark: {exc}") from None
+            raise ConfigError(f"benchmark: {exc}") from None
 
     @property
     def protocol_name(self) -> str:
@@ -424,7 +425,7 @@ class EvalConfig:
         try:
             return policy_factory(self.policy, self.policy_options, self.protocol_name)
         except ValueError as exc:
-            raise ValueError(f"policy: {exc}") from None
+            raise ConfigError(f"policy: {exc}") from None
 
     def task_names(self) -> list[str]:
         """The tasks to run: ``tasks``, else every task of the suite."""
@@ -506,11 +507,11 @@ class EvalConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"{source}: unknown key {unknown[0]!r}{_hint(unknown[0], known)}; "
-                             f"known: {sorted(known)}")
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r}{_hint(unknown[0], known)}; "
+                              f"known: {sorted(known)}")
         missing = sorted({"benchmark", "suite", "policy"} - set(data))
         if missing:
-            raise ValueError(f"{source}: missing required keys {missing}")
+            raise ConfigError(f"{source}: missing required keys {missing}")
         return cls(**data)
 
     def replace(self, **changes: Any) -> "EvalConfig":
@@ -537,7 +538,7 @@ def _known(name: str, section: type, data: Mapping[str, Any]) -> dict[str, Any]:
     known = {f.name for f in fields(section)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown key {name}.{unknown[0]}; known: {sorted(known)}")
+        raise ConfigError(f"unknown key {name}.{unknown[0]}; known: {sorted(known)}")
     return dict(data)
 
 
@@ -559,42 +560,42 @@ def _check_video(value: Any) -> str | int:
         return "all" if value else "off"
     if value in ("off", "all") or (isinstance(value, int) and value >= 0):
         return value
-    raise ValueError(f'video must be "off", "all" or a count of episodes >= 0; {_got(value)}')
+    raise ConfigError(f'video: expected "off", "all" or a count of episodes >= 0; {_got(value)}')
 
 
 def _check_device(value: Any) -> str:
     device = check_str("device", value)
     kind, _, index = device.partition(":")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
-        raise ValueError(f"device must be cpu, cuda or cuda:N; {_got(value)}")
+        raise ConfigError(f"device: expected cpu, cuda or cuda:N; {_got(value)}")
     return device
 
 
 def _check_tasks(tasks: Any, suite: str, available: Sequence[str]) -> tuple[str, ...]:
     if isinstance(tasks, str) or not isinstance(tasks, Sequence):
-        raise ValueError(f"tasks must be a list of task names of {suite} (or null for all); "
-                         f"{_got(tasks)}")
+        raise ConfigError(f"tasks: expected a list of task names of {suite} (or null for all); "
+                          f"{_got(tasks)}")
     if not tasks:
-        raise ValueError(f"tasks is empty: name at least one task of {suite}, or leave tasks "
-                         f"out (null) for all of them; available: {_short(available)}")
+        raise ConfigError(f"tasks is empty: name at least one task of {suite}, or leave tasks "
+                          f"out (null) for all of them; available: {_short(available)}")
     unknown = [t for t in tasks if not isinstance(t, str) or t not in available]
     if unknown:
-        raise ValueError(f"tasks {_short(unknown)} are not tasks of suite {suite!r}; "
-                         f"available: {_short(available)}")
+        raise ConfigError(f"tasks {_short(unknown)} are not tasks of suite {suite!r}; "
+                          f"available: {_short(available)}")
     twice = sorted({t for t in tasks if tasks.count(t) > 1})
     if twice:
-        raise ValueError(f"tasks lists {twice} more than once; name each task once")
+        raise ConfigError(f"tasks lists {twice} more than once; name each task once")
     return tuple(tasks)
 
 
 def _check_output_dir(value: Any) -> str:
     folder = check_str("output_dir", value)
     if "\x00" in folder or len(folder) > 4096:
-        raise ValueError(f"output_dir must be a path without NUL of at most 4096 characters; "
-                         f"{_got(folder)}")
+        raise ConfigError(f"output_dir: expected a path without NUL of at most 4096 characters; "
+                          f"{_got(folder)}")
     if Path(folder).exists() and not Path(folder).is_dir():
-        raise ValueError(f"output_dir {folder!r} is a file; it must be a folder (or not yet "
-                         "exist)")
+        raise ConfigError(f"output_dir {folder!r} is a file; it must be a folder (or not yet "
+                          "exist)")
     return folder
 
 
@@ -612,18 +613,18 @@ def read_yaml(source: str | Path, what: str = "config file") -> Any:
     if not path.exists():
         raise FileNotFoundError(f"no {what} at {path}")
     if not path.is_file():
-        raise ValueError(f"{path} is a folder, not a {what}")
+        raise ConfigError(f"{path} is a folder, not a {what}")
     if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes; a {what} holds at most "
-                         f"{MAX_CONFIG_BYTES}")
+        raise ConfigError(f"{path}: {path.stat().st_size} bytes; a {what} holds at most "
+                          f"{MAX_CONFIG_BYTES}")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(f"{path}: not valid YAML: {first[:200]}") from None
+        raise ConfigError(f"{path}: not valid YAML: {first[:200]}") from None
     if _too_many_values(data):
-        raise ValueError(f"{path}: more than {MAX_CONFIG_VALUES} values once its YAML aliases "
-                         "are expanded; write the values out")
+        raise ConfigError(f"{path}: more than {MAX_CONFIG_VALUES} values once its YAML aliases "
+                          "are expanded; write the values out")
     return data
 
 
@@ -658,8 +659,8 @@ def load_config(source: str | Path | Mapping[str, Any], overrides: Mapping[str, 
     for key in overrides or {}:
         head = key.partition(".")[0]
         if head not in known:
-            raise ValueError(f"{overrides_label} {key}: unknown key {head!r}"
-                             f"{_hint(head, known)}; known: {sorted(known)}")
+            raise ConfigError(f"{overrides_label} {key}: unknown key {head!r}"
+                              f"{_hint(head, known)}; known: {sorted(known)}")
     for key, value in (overrides or {}).items():
         head, _, rest = key.partition(".")
         if rest:
@@ -701,8 +702,8 @@ class RankingConfig:
         if self.checkpoints is not None:
             if isinstance(self.checkpoints, (str, bytes)) or not isinstance(
                     self.checkpoints, Sequence) or not self.checkpoints:
-                raise ValueError("ranking.checkpoints must be a non-empty list of integers or "
-                                 f"null; {_got(self.checkpoints)}")
+                raise ConfigError("ranking.checkpoints: expected a non-empty list of integers or "
+                                  f"null; {_got(self.checkpoints)}")
             for k, c in enumerate(self.checkpoints):
                 check_int(f"ranking.checkpoints[{k}]", c, 1, self.comparisons_per_pair)
             object.__setattr__(self, "checkpoints", tuple(self.checkpoints))

@@ -30,6 +30,8 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 import yaml
 
+from workbench.errors import WorkbenchError
+
 SOURCE = Path(__file__).resolve().parents[1]
 INSTALLED = Path(sys.prefix) / "share" / "robo-workbench"
 
@@ -70,7 +72,7 @@ def notebook_parameters(path: Path, tier: str) -> dict[str, Any]:
     return yaml.safe_load(file.read_text()) or {} if file.exists() else {}
 
 
-class NotebookFailed(RuntimeError):
+class NotebookFailed(WorkbenchError, RuntimeError):
     """A notebook's cell raised; the message names the cell and the error."""
 
 

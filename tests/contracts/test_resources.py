@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workbench.contracts.resources import ResourceMonitor, cpu_usage, gpu_busy, gpu_status
+from workbench.runtime.resources import ResourceMonitor, cpu_usage, gpu_busy, gpu_status
 
 SPIN_CPU_S = 1.0
 SPIN = ("import time\n"

@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from workbench.contracts.resources import memory_held
+from workbench.runtime.resources import memory_held
 
 # name -> parameters added to the notebook's tiny ones (tests/jupyterlab/conftest.py)
 NOTEBOOKS = {"01_quickstart": {},

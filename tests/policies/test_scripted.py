@@ -31,14 +31,14 @@ def test_graded_variants_are_seeded_and_reproducible(tmp_path):
 def test_stacked_defects_are_named_and_validated():
     assert ScriptedExpert(defects=()).name == "expert"
     assert ScriptedExpert(defects=[["noise", 0.1], ["delay", 0.5]]).name == "expert-noise-0.1+delay-0.5"
-    with pytest.raises(ValueError, match="level must be in"):
+    with pytest.raises(ValueError, match="level: expected in"):
         ScriptedExpert(defects=[("noise", 0.1), ("delay", 3)])
 
 
 def test_expert_refuses_bad_defects_and_clips_actions():
     with pytest.raises(ValueError, match="unknown defect 'wobble'"):
         ScriptedExpert("wobble", 0.1)
-    with pytest.raises(ValueError, match="level must be in"):
+    with pytest.raises(ValueError, match="level: expected in"):
         ScriptedExpert("noise", 2.0)
 
 

@@ -104,7 +104,7 @@ def test_bad_settings_are_refused(adapter, policy):
     with pytest.raises(ValueError, match="at least one episode"):
         profile_sim_stages(adapter, [], policy)
     episodes = plan_episodes("metaworld", "MT1:reach-v3", ["reach-v3"], 1)
-    with pytest.raises(ValueError, match="observe must be one of"):
+    with pytest.raises(ValueError, match="observe: expected one of"):
         profile_sim_stages(adapter, episodes, policy, observe="sometimes")
 
 

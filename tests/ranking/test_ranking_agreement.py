@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.ranking.agreement import (agreement_table, agreement_with_majority,
-                                         annotation_summary, fleiss_kappa, human_judge_table,
+from workbench.ranking.agreement import (agreement_with_majority, annotation_summary,
+                                         fleiss_kappa, judge_agreement_table,
                                          load_annotation_files, majority_votes, rating_counts,
                                          unanimity_rate)
 from workbench.ranking.judges.base import RolloutRef
@@ -98,9 +98,9 @@ def test_cohen_kappa_and_raw_agreement_against_a_hand_computed_table():
     assert abs(full["agreement"] - 0.8) < EXACT and abs(full["cohen_kappa"] - 0.28 / 0.48) < EXACT
 
 
-def test_agreement_table_rows_for_annotators_and_judges():
+def test_judge_agreement_table_rows_for_annotators_and_judges():
     answers = five_pairs()
-    table = agreement_table(answers, {"always-u": {k: f"u{k}" for k in range(5)},
+    table = judge_agreement_table(answers, {"always-u": {k: f"u{k}" for k in range(5)},
                                       "always-v": {k: f"v{k}" for k in range(5)}})
     assert list(table.index) == ["ana", "ben", "cai", "always-u", "always-v"]
     assert table["kind"].tolist() == ["annotator"] * 3 + ["judge"] * 2
@@ -110,12 +110,15 @@ def test_agreement_table_rows_for_annotators_and_judges():
     assert np.isnan(table.loc["always-u", "cohen_kappa"])  # both sides always x: undefined
 
 
-def test_human_judge_table_feeds_the_existing_human_judge():
+def test_the_human_judge_replays_the_one_majority_vote_over_valid_answers():
     answers = five_pairs()
-    judge = HumanJudge(human_judge_table(answers))
+    judge = HumanJudge(answers)
     assert judge.compare(RolloutRef("v0"), RolloutRef("u0"), "t").winner == "B"
     assert judge.compare(RolloutRef("u1"), RolloutRef("v1"), "t").winner == "A"
     assert judge.compare(RolloutRef("u4"), RolloutRef("v4"), "t").winner is None  # all invalid
+    # the judge counts valid answers only: pair 3's one answer for u decides it (the
+    # annotators' majority_votes, counting "invalid" too, call the pair invalid)
+    assert judge.compare(RolloutRef("u3"), RolloutRef("v3"), "t").winner == "A"
 
 
 def write(path, rows):
@@ -138,7 +141,7 @@ def test_loading_files_checks_across_files(tmp_path):
         load_annotation_files(paths + [other])
     bad = write(tmp_path / "eve.jsonl", [answer("eve", 0, "u0", "v0", "A"),
                                          answer("eve", 1, "u1", "v1", "left")])
-    with pytest.raises(ValueError, match="eve.jsonl: line 2: choice must be one of"):
+    with pytest.raises(ValueError, match="eve.jsonl: line 2: choice: expected one of"):
         load_annotation_files(paths + [bad])
     with pytest.raises(ValueError, match="no annotation files"):
         load_annotation_files([])

@@ -132,7 +132,7 @@ def test_log_appends_fsynced_rows_and_resumes_at_the_first_unanswered_pair(tmp_p
     assert int(again.next_pair()["pair_id"]) == int(pairs["pair_id"][2])
     with pytest.raises(ValueError, match="already answered pair"):
         again.record(int(pairs["pair_id"][0]), "B")
-    with pytest.raises(ValueError, match="choice must be one of"):
+    with pytest.raises(ValueError, match="choice: expected one of"):
         again.record(int(pairs["pair_id"][2]), "C")
     assert len(path.read_text().splitlines()) == 2  # refused answers are not written
 
@@ -151,8 +151,8 @@ def test_malformed_answer_files_name_the_file_and_line(tmp_path):
     good = {"annotator": "ana", "pair_id": 0, "shown_a": "x", "shown_b": "y", "choice": "A",
             "timestamp": "t"}
     second = good | {"pair_id": 1}
-    cases = {"choice": (second | {"choice": "maybe"}, "choice must be one of"),
-             "pair": (second | {"pair_id": "seven"}, "pair_id must be an integer"),
+    cases = {"choice": (second | {"choice": "maybe"}, "choice: expected one of"),
+             "pair": (second | {"pair_id": "seven"}, "pair_id: expected an integer"),
              "same": (second | {"shown_b": "x"}, "shown_a and shown_b are the same rollout"),
              "missing": ({k: v for k, v in second.items() if k != "choice"},
                          r"missing fields \['choice'\]")}
@@ -172,7 +172,7 @@ def test_malformed_answer_files_name_the_file_and_line(tmp_path):
     table = tmp_path / "sheet.csv"
     table.write_text("annotator,pair_id,shown_a,shown_b,choice,timestamp\n"
                      "ana,0,x,y,b,t\nana,1,x,y,C,t\n")
-    with pytest.raises(ValueError, match="sheet.csv: line 3: choice must be one of"):
+    with pytest.raises(ValueError, match="sheet.csv: line 3: choice: expected one of"):
         read_answers(table)
     table.write_text("annotator,pair_id,shown_a,shown_b,choice,timestamp\nana,0,x,y, b ,t\n")
     assert read_answers(table)[["pair_id", "choice"]].values.tolist() == [[0, "B"]]

@@ -1,6 +1,6 @@
 """The ranking core imports alone: in a fresh interpreter, ``workbench.ranking`` and its
-Bradley-Terry module load no runner, runtime, simulator or Ray module (the package's
-names load on first use)."""
+Bradley-Terry module load no runner, runtime, simulator or Ray module, and all its names
+no plotting library and no study (the package's names load on first use)."""
 
 import json
 import subprocess
@@ -25,6 +25,14 @@ def test_the_ranking_core_loads_no_runner_simulator_or_ray():
         assert heavy == [], (statement, heavy)
 
 
-def test_a_name_of_the_package_still_loads_on_first_use():
-    modules = loaded_after("from workbench.ranking import table_one")
-    assert "workbench.ranking.action_replay" in modules  # the study, once asked for
+def test_the_ranking_core_loads_no_plotting_library_and_no_study():
+    modules = loaded_after("from workbench.ranking import *")
+    assert "workbench.ranking.agreement" in modules  # every name was loaded
+    banned = ("matplotlib", "seaborn", "workbench.studies", "workbench.reports", "torch")
+    assert [m for m in modules if m.split(".")[0] in banned or m.startswith(banned)] == []
+
+
+def test_a_name_of_a_package_loads_on_first_use():
+    modules = loaded_after("from workbench.studies import table_one")
+    assert "workbench.studies.action_replay_table" in modules  # the study, once asked for
+    assert "workbench.studies.runtime" not in modules

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from workbench.ranking.judges.base import RolloutRef
-from workbench.ranking.judges.human import (HumanJudge, load_annotations, majority_vote,
-                                            unanimity_rate)
+from workbench.ranking.agreement import majority_votes, unanimity_rate
+from workbench.ranking.judges.human import HumanJudge, load_annotations
 from workbench.ranking.metrics import agreement_rate
 
 
@@ -21,11 +21,11 @@ def csv_path(tmp_path):
 
 
 def test_majority_and_unanimity(csv_path):
-    votes = majority_vote(load_annotations(csv_path)).set_index("pair_id")
-    assert votes.loc[1, "choice"] == "A" and not votes.loc[1, "unanimous"]
-    assert votes.loc[2, "choice"] == "B" and votes.loc[2, "unanimous"]
-    assert votes.loc[3, "choice"] is None  # 1-1 tie
-    assert unanimity_rate(load_annotations(csv_path)) == pytest.approx(1 / 3)
+    votes = majority_votes(load_annotations(csv_path)).set_index("pair_id")
+    assert votes.loc[1, "majority"] == "v1" and not votes.loc[1, "unanimous"]
+    assert votes.loc[2, "majority"] == "v4" and votes.loc[2, "unanimous"]
+    assert votes.loc[3, "majority"] is None and votes.loc[3, "status"] == "tie"  # 1-1
+    assert unanimity_rate(votes) == pytest.approx(1 / 3)
 
 
 def test_human_judge_replays_votes_in_either_order(csv_path):
@@ -37,13 +37,16 @@ def test_human_judge_replays_votes_in_either_order(csv_path):
 
 
 def test_agreement_with_a_judge(csv_path):
-    votes = majority_vote(load_annotations(csv_path))
-    assert agreement_rate(["A", "A", "A"], votes["choice"]) == pytest.approx(0.5)
+    votes = majority_votes(load_annotations(csv_path))
+    choices = [None if m is None else ("A" if m == x else "B")
+               for m, x in zip(votes["majority"], votes["rollout_x"])]
+    assert choices == ["A", "B", None]
+    assert agreement_rate(["A", "A", "A"], choices) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.drop(columns="annotator"), "lack columns"),
-    (lambda t: t.assign(choice="C"), "must be A or B"),
+    (lambda t: t.drop(columns="annotator"), "expected columns"),
+    (lambda t: t.assign(choice="C"), "expected choice A or B"),
     (lambda t: pd.concat([t, t.iloc[:1]]), "twice"),
     (lambda t: t.assign(video_a=[f"x{k}" for k in range(len(t))]), "different videos"),
 ])

@@ -41,9 +41,9 @@ def test_video_entry_in_npz_wins(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     ({"state": np.zeros((5, 4), np.float32)}, "state: expected shape"),
-    ({"actions": np.zeros(60, np.float32)}, "actions and state must be 2-D"),
+    ({"actions": np.zeros(60, np.float32)}, "actions and state: expected 2-D"),
     ({"success": np.zeros(59, bool)}, "success: expected shape"),
-    ({"success": np.zeros(60, np.int64)}, "success must be bool"),
+    ({"success": np.zeros(60, np.int64)}, "success: expected bool"),
     ({"reward": np.full(60, np.nan, np.float32)}, "NaN"),
 ])
 def test_malformed_files_rejected(tmp_path, change, message):
@@ -130,5 +130,5 @@ def test_progress_scales_metaworld_rewards_instead_of_saturating():
     assert assess(partial).progress == assess(further).progress == 1.0  # unscaled: saturated
     assert assess(partial, reward_scale=10.0).progress == pytest.approx(0.3)
     assert assess(further, reward_scale=10.0).progress == pytest.approx(0.7)
-    with pytest.raises(ValueError, match="reward_scale must be > 0"):
+    with pytest.raises(ValueError, match="reward_scale: expected > 0"):
         OfflineJudge(reward_scale=0)

@@ -234,7 +234,7 @@ def test_retries_stop_after_the_configured_count_with_growing_waits(videos):
 def test_the_pipeline_asks_the_vlm_concurrently_and_gets_the_sequential_answers(videos):
     import pandas as pd
 
-    from workbench.ranking.collect import judge_comparisons
+    from workbench.studies.judging import judge_comparisons
     from workbench.ranking.sampling import sample_comparisons
 
     table = pd.DataFrame([("p", TASK, 0, "r0", videos["smooth_ok"].video),
@@ -255,7 +255,7 @@ def test_the_pipeline_asks_the_vlm_concurrently_and_gets_the_sequential_answers(
 def test_requests_tokens_and_retries_land_in_the_run_records(videos, tmp_path):
     import pandas as pd
 
-    from workbench.ranking.collect import judge_comparisons
+    from workbench.studies.judging import judge_comparisons
     from workbench.ranking.sampling import sample_comparisons
     from workbench.records.store import RecordStore
 

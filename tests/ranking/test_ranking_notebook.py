@@ -7,11 +7,11 @@ import pathlib
 import nbformat
 import pytest
 
-from workbench.ranking.paper_data import find_papers_dir
+from workbench.studies.paper_data import find_papers_dir
 
 NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "10_ranking_real_to_sim.ipynb"
-FIGURES = ("ranking_real_to_sim_metrics", "ranking_bt_scores_by_setting",
-           "ranking_real_vs_sim_success", "ranking_real_sim_gaps")
+FIGURES = ("10_ranking_real_to_sim_metrics", "10_ranking_bt_scores_by_setting",
+           "10_ranking_real_vs_sim_success", "10_ranking_real_sim_gaps")
 
 
 def test_house_rules():
@@ -40,5 +40,5 @@ def test_runs_and_writes_figures(tmp_path):
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 5_000
         payload = json.loads((tmp_path / "figs" / f"{name}.json").read_text())
         assert "papers_dir" in payload["config"]
-    metrics = (tmp_path / "figs" / "ranking_real_to_sim_metrics.csv").read_text()
+    metrics = (tmp_path / "figs" / "10_ranking_real_to_sim_metrics.csv").read_text()
     assert metrics.startswith("judge,rho,r,mmrv") and "Qwen3-VL-4B" in metrics

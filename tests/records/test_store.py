@@ -125,5 +125,5 @@ def test_load_results_refuses_missing_file(tmp_path):
 def test_sharding_partitions_the_plan():
     shards = [shard_episodes(PLAN, 4, k) for k in range(4)]
     assert sorted(e for s in shards for e in s) == sorted(PLAN)
-    with pytest.raises(ValueError, match="shard must be in"):
+    with pytest.raises(ValueError, match="shard: expected in"):
         shard_episodes(PLAN, 2, 2)

@@ -58,8 +58,8 @@ def test_run_time_keys_are_all_outside_what_decides_outcomes():
     ("episodes=5", "'episodes' cannot be set when a campaign runs"),
     ("nosuch=1", "'nosuch' is not a config key"),
     ("pool.nosuch=1", "unknown key pool.nosuch"),
-    ("pool.workers=-1", "pool.workers must be an integer >= 1"),
-    ("progress=maybe", "progress must be true or false"),
+    ("pool.workers=-1", "pool.workers: expected an integer >= 1"),
+    ("progress=maybe", "progress: expected true or false"),
 ])
 def test_no_run_time_setting_reopens_a_campaign(tmp_path, setting, says):
     folder = make(tmp_path)

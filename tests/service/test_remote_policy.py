@@ -317,9 +317,9 @@ GOOD = {"state": np.zeros(4, np.float32)}
 OBJECT_ARRAY = {"state": {b"__ndarray__": True, b"data": b"\x00" * 8, b"dtype": "|O",
                           b"shape": [1]}}
 BAD_FRAMES = [
-    ("text", "hello", "expected a binary msgpack frame, got text"),
+    ("text", "hello", "expected a binary msgpack frame; got text"),
     ("garbage", b"\xc1\xff\x00garbage", "not msgpack"),
-    ("not a map", encode([1, 2, 3]), "a request must be a map, got list"),
+    ("not a map", encode([1, 2, 3]), "a request: expected a map; got list"),
     ("object dtype", msgpack.packb(OBJECT_ARRAY), "dtype '|O' may not cross the wire"),
     ("missing feature", encode({"images.primary": np.zeros((4, 4, 3), np.uint8)}),
      "observation lacks feature 'state'"),

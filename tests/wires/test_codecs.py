@@ -63,16 +63,16 @@ def image_frame(**image):
 
 
 HOSTILE = [
-    ("text", "hello", "expected a binary msgpack frame, got text"),
+    ("text", "hello", "expected a binary msgpack frame; got text"),
     ("garbage", b"\xc1\x00garbage", "not msgpack"),
-    ("a list", msgpack.packb([1, 2]), "a message must be a map; got list"),
+    ("a list", msgpack.packb([1, 2]), "a message: expected a map; got list"),
     ("no type", msgpack.packb({"payload": {}, "seq": 1, "timestamp": 0}), "missing ['type']"),
     ("unknown type", msgpack.packb({"type": "x", "payload": {}, "seq": 1, "timestamp": 0}),
      "unknown message type 'x'"),
     ("payload a list", msgpack.packb({"type": "hello", "payload": [], "seq": 1, "timestamp": 0}),
-     "payload must be a map; got list"),
+     "payload: expected a map; got list"),
     ("seq a string", msgpack.packb({"type": "hello", "payload": {}, "seq": "1", "timestamp": 0}),
-     "seq must be an integer; got '1'"),
+     "seq: expected an integer; got '1'"),
     ("damaged png", image_frame(format="png", data=b"\x89PNG broken", shape=[4, 4, 3]),
      "malformed png image (UnidentifiedImageError)"),
     ("png lying about its size", image_frame(

@@ -97,7 +97,7 @@ REFUSALS = [
     ("a list state", GOOD | {"observation/state": [0.0] * 8},
      "observation/state: expected an array float64 (8,); got list"),
     ("a bytes prompt", GOOD | {"prompt": b"go"}, "prompt: expected a string; got bytes"),
-    ("not a map", [GOOD], "a request must be a map; got list"),
+    ("not a map", [GOOD], "a request: expected a map; got list"),
 ]
 
 
@@ -123,7 +123,7 @@ def test_a_preset_refuses_another_protocol_and_unknown_names():
 
 KEYMAP_REFUSALS = [
     ([1, 2], "keys: expected a map of their keys to features; got list"),
-    ({"": "state"}, "keys: keys must be non-empty strings; got ''"),
+    ({"": "state"}, "keys: keys: expected non-empty strings; got ''"),
     ({"img": 3}, "keys['img']: expected a feature name; got 3"),
     ({"img": "images.nope"}, "keys['img']: "),
     ({"obs": {"x": "stat"}}, "keys['obs']['x']: "),

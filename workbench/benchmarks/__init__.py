@@ -45,7 +45,7 @@ def benchmark_class(ref: str | type[BenchmarkAdapter]) -> type[BenchmarkAdapter]
     """The adapter class ``ref`` names, refusing anything that is not an adapter class."""
     cls = benchmark_factory(ref).load()
     if not (isinstance(cls, type) and issubclass(cls, BenchmarkAdapter)):
-        raise ValueError(f"benchmark {ref!r} must name a BenchmarkAdapter subclass, "
+        raise ValueError(f"benchmark {ref!r} must name a BenchmarkAdapter subclass; "
                          f"got {cls!r}")
     carried = getattr(cls, "protocol", None)
     if isinstance(carried, Protocol) and not is_known_protocol(carried.name):
@@ -54,8 +54,10 @@ def benchmark_class(ref: str | type[BenchmarkAdapter]) -> type[BenchmarkAdapter]
 
 
 def make_benchmark(ref: str | type[BenchmarkAdapter], **options: Any) -> BenchmarkAdapter:
-    """Build an adapter, e.g. ``make_benchmark("metaworld", suite="MT10", image_size=64)``."""
+    """Build an adapter, e.g. ``make_benchmark("metaworld", suite="MT10", image_size=64)``
+    (a protocol the adapter's class carries is registered first, as a run does)."""
     use_headless_rendering()
+    benchmark_class(ref)
     return benchmark_factory(ref, **options)()
 
 

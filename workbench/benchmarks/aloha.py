@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, SuiteTable
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import Feature, get_protocol
 
@@ -70,7 +70,7 @@ def _initial_objects(task: str, seed: int) -> np.ndarray:
     return np.concatenate(sample_insertion_pose(seed))
 
 
-class AlohaAdapter(SuiteTable, BenchmarkAdapter):
+class AlohaAdapter(SuiteTable, CachedEnvAdapter, BenchmarkAdapter):
     """Runs gym-aloha episodes; keeps one environment per task for its life."""
 
     name = "aloha"
@@ -88,7 +88,7 @@ class AlohaAdapter(SuiteTable, BenchmarkAdapter):
         self._tasks = self.suite_tasks(suite)
         self.suite, self.seed, self.image_size = suite, seed, image_size
         self.max_steps = step_limit or type(self).max_steps
-        self._envs: dict[str, Any] = {}
+        self._init_envs()
         self._control: Any = None
         self._task: str | None = None
         self._steps = 0
@@ -96,20 +96,18 @@ class AlohaAdapter(SuiteTable, BenchmarkAdapter):
     def instruction(self, task: str) -> str:
         return TASKS[task][1]
 
-    def _environment(self, task: str) -> Any:
+    def _build(self, task: str) -> Any:
         """gym-aloha's own environment for ``task`` (its dm_control physics and task)."""
-        if task not in self._envs:
-            import gymnasium
+        import gymnasium
 
-            height, width = self.image_shape
-            # "gym_aloha:" has gymnasium import gym_aloha, which registers its ids
-            env = gymnasium.make(f"gym_aloha:gym_aloha/{task}", obs_type="pixels_agent_pos",
-                                 observation_height=height, observation_width=width).unwrapped
-            visual = env._env.physics.model.vis.global_
-            visual.offwidth, visual.offheight = (max(visual.offwidth, width),
-                                                 max(visual.offheight, height))
-            self._envs[task] = env
-        return self._envs[task]
+        height, width = self.image_shape
+        # "gym_aloha:" has gymnasium import gym_aloha, which registers its ids
+        env = gymnasium.make(f"gym_aloha:gym_aloha/{task}", obs_type="pixels_agent_pos",
+                             observation_height=height, observation_width=width).unwrapped
+        visual = env._env.physics.model.vis.global_
+        visual.offwidth, visual.offheight = (max(visual.offwidth, width),
+                                             max(visual.offheight, height))
+        return env
 
     @property
     def image_shape(self) -> tuple[int, int]:
@@ -179,8 +177,9 @@ class AlohaAdapter(SuiteTable, BenchmarkAdapter):
     def mujoco_data(self) -> Any:
         return None if self._control is None else self._control.physics.data.ptr
 
+    def _release(self, env: Any) -> None:
+        env._env.physics.free()
+
     def close(self) -> None:
-        for env in self._envs.values():
-            env._env.physics.free()
-        self._envs.clear()
+        super().close()
         self._control = None

@@ -75,6 +75,42 @@ class SuiteTable:
         return list(cls.suites[suite])
 
 
+class CachedEnvAdapter:
+    """Environments built once per task and kept for the adapter's life, with the
+    renderers beside them: mix it in before :class:`BenchmarkAdapter`, call
+    ``_init_envs()`` in ``__init__`` and define ``_build(task)`` (and ``_release(env)``
+    where closing an environment is not ``env.close()``). ``_environment(task)`` builds
+    on first use; ``close()`` closes every renderer (``_renderers`` values, or tuples
+    whose first item is one) and releases every environment, and forgets them."""
+
+    _envs: dict[str, Any]
+    _renderers: dict[str, Any]
+    _env: Any = None
+
+    def _init_envs(self) -> None:
+        self._envs, self._renderers, self._env = {}, {}, None
+
+    def _environment(self, task: str) -> Any:
+        if task not in self._envs:
+            self._envs[task] = self._build(task)
+        return self._envs[task]
+
+    def _build(self, task: str) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} builds no environment")
+
+    def _release(self, env: Any) -> None:
+        env.close()
+
+    def close(self) -> None:
+        for renderer in self._renderers.values():
+            (renderer[0] if isinstance(renderer, tuple) else renderer).close()
+        for env in self._envs.values():
+            self._release(env)
+        self._renderers.clear()
+        self._envs.clear()
+        self._env = None
+
+
 class BenchmarkAdapter(abc.ABC):
     """One benchmark family behind a common interface."""
 

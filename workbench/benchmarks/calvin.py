@@ -324,7 +324,7 @@ def calvin_action(action: np.ndarray) -> np.ndarray:
     """
     command = np.asarray(action, np.float64).copy()
     if command.shape != (7,):
-        raise ValueError(f"CALVIN takes a 7-D relative action, got shape {command.shape}")
+        raise ValueError(f"CALVIN takes a 7-D relative action; got shape {command.shape}")
     command[6] = 1.0 if command[6] > 0 else -1.0
     return command
 
@@ -333,7 +333,7 @@ def calvin_state(robot_obs: np.ndarray) -> np.ndarray:
     """calvin_env's ``robot_obs`` as the 15-D float32 ``state``."""
     state = np.asarray(robot_obs, np.float32).reshape(-1)
     if state.shape != (15,):
-        raise ValueError(f"CALVIN robot_obs has 15 values, got {state.shape}")
+        raise ValueError(f"CALVIN robot_obs has 15 values; got {state.shape}")
     return state
 
 

@@ -21,8 +21,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from workbench.errors import ConfigError
 
-class SimulatorUnavailable(ValueError):
+
+class SimulatorUnavailable(ConfigError):
     """The simulator, its assets or its device are not available here; the message says
     which, and how to provide them."""
 

@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, SuiteTable
 from workbench.benchmarks.gating import (as_numpy, gpu_names, has_rt_cores, missing_packages,
                                          readiness_text, refuse)
 from workbench.contracts.plan import EpisodeSpec
@@ -90,7 +90,7 @@ def isaaclab_state(policy_obs: Mapping[str, Any]) -> np.ndarray:
     state = np.concatenate([_term(policy_obs, k).reshape(-1)
                             for k in ("eef_pos", "eef_quat", "gripper_pos")]).astype(np.float32)
     if state.shape != (9,):
-        raise ValueError(f"Isaac Lab stack state is 9-D, got {state.shape}")
+        raise ValueError(f"Isaac Lab stack state is 9-D; got {state.shape}")
     return state
 
 
@@ -110,11 +110,11 @@ def isaaclab_action(action: np.ndarray) -> np.ndarray:
     """
     command = np.asarray(action, np.float32).reshape(-1)
     if command.shape != (7,):
-        raise ValueError(f"Isaac Lab's Franka IK-Rel tasks take a 7-D action, got {command.shape}")
+        raise ValueError(f"Isaac Lab's Franka IK-Rel tasks take a 7-D action; got {command.shape}")
     return command[None]
 
 
-class IsaacLabAdapter(SuiteTable, BenchmarkAdapter):
+class IsaacLabAdapter(SuiteTable, CachedEnvAdapter, BenchmarkAdapter):
     """Runs Isaac Lab episodes; one Isaac Sim app per process, one environment per task."""
 
     name = "isaaclab"
@@ -131,8 +131,7 @@ class IsaacLabAdapter(SuiteTable, BenchmarkAdapter):
         self._tasks = self.suite_tasks(suite)
         self.suite, self.seed, self.image_size, self.device = suite, seed, image_size, device
         self._app: Any = None
-        self._envs: dict[str, Any] = {}
-        self._env: Any = None
+        self._init_envs()
         self._task: str | None = None
         self._obs: Mapping[str, Any] | None = None
 
@@ -145,25 +144,23 @@ class IsaacLabAdapter(SuiteTable, BenchmarkAdapter):
             raise ValueError(f"task {task!r} is not in suite {self.suite!r}")
         return INSTRUCTION
 
-    def _environment(self, task: str) -> Any:
-        if task not in self._envs:
-            refuse("Isaac Lab", missing())
-            if self._app is None:
-                from isaaclab.app import AppLauncher
+    def _build(self, task: str) -> Any:
+        refuse("Isaac Lab", missing())
+        if self._app is None:
+            from isaaclab.app import AppLauncher
 
-                self._app = AppLauncher(headless=True, enable_cameras=True).app
-            import gymnasium as gym
+            self._app = AppLauncher(headless=True, enable_cameras=True).app
+        import gymnasium as gym
 
-            importlib.import_module("isaaclab_tasks")  # registers the Isaac-* gym ids
-            from isaaclab_tasks.utils import parse_env_cfg
+        importlib.import_module("isaaclab_tasks")  # registers the Isaac-* gym ids
+        from isaaclab_tasks.utils import parse_env_cfg
 
-            cfg = parse_env_cfg(task, device=self.device, num_envs=1)
-            for camera in CAMERAS.values():
-                sensor = getattr(cfg.scene, camera, None)
-                if sensor is not None:
-                    sensor.width = sensor.height = self.image_size
-            self._envs[task] = gym.make(task, cfg=cfg)
-        return self._envs[task]
+        cfg = parse_env_cfg(task, device=self.device, num_envs=1)
+        for camera in CAMERAS.values():
+            sensor = getattr(cfg.scene, camera, None)
+            if sensor is not None:
+                sensor.width = sensor.height = self.image_size
+        return gym.make(task, cfg=cfg)
 
     def reset(self, episode: EpisodeSpec) -> None:
         if episode.task not in self._tasks:
@@ -211,9 +208,3 @@ class IsaacLabAdapter(SuiteTable, BenchmarkAdapter):
 
     def trajectory_state(self) -> np.ndarray:
         return isaaclab_state(self._obs)
-
-    def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-        self._env = None

@@ -39,7 +39,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, SuiteTable
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
 
@@ -125,7 +125,7 @@ def recorded_chain_length(rollout_path: str | os.PathLike) -> int:
         return int(round(float(data["state"][-1, -1])))
 
 
-class KitchenAdapter(SuiteTable, BenchmarkAdapter):
+class KitchenAdapter(SuiteTable, CachedEnvAdapter, BenchmarkAdapter):
     """Runs Franka Kitchen chains; keeps one environment (and renderer) per chain."""
 
     name = "kitchen"
@@ -142,9 +142,7 @@ class KitchenAdapter(SuiteTable, BenchmarkAdapter):
         self._tasks = self.suite_tasks(suite)
         self.suite, self.seed, self.image_size = suite, seed, image_size
         self.max_steps = step_limit or type(self).max_steps
-        self._envs: dict[str, Any] = {}
-        self._renderers: dict[str, Any] = {}
-        self._env: Any = None
+        self._init_envs()
         self._task: str | None = None
         self._obs: np.ndarray | None = None
         self._completed: list[list[str]] = []
@@ -222,27 +220,16 @@ class KitchenAdapter(SuiteTable, BenchmarkAdapter):
     def mujoco_data(self) -> Any:
         return None if self._env is None else self._env.unwrapped.data
 
-    def close(self) -> None:
-        for renderer, _ in self._renderers.values():
-            renderer.close()
-        for env in self._envs.values():
-            env.close()
-        self._renderers.clear()
-        self._envs.clear()
-        self._env = None
+    def _build(self, task: str) -> Any:
+        import gymnasium
+        import gymnasium_robotics
 
-    def _environment(self, task: str) -> Any:
-        if task not in self._envs:
-            import gymnasium
-            import gymnasium_robotics
-
-            gymnasium.register_envs(gymnasium_robotics)
-            # the passive checker only warns that observations share their goal dict,
-            # which the adapter never keeps
-            self._envs[task] = gymnasium.make(
-                ENV_ID, tasks_to_complete=list(CHAINS[task]),
-                max_episode_steps=self.max_steps, disable_env_checker=True)
-        return self._envs[task]
+        gymnasium.register_envs(gymnasium_robotics)
+        # the passive checker only warns that observations share their goal dict,
+        # which the adapter never keeps
+        return gymnasium.make(
+            ENV_ID, tasks_to_complete=list(CHAINS[task]),
+            max_episode_steps=self.max_steps, disable_env_checker=True)
 
     def _renderer(self, task: str) -> tuple[Any, Any]:
         if task not in self._renderers:

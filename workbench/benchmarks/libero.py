@@ -61,6 +61,7 @@ from workbench.benchmarks.base import BenchmarkAdapter, StepResult, cache_dir
 from workbench.benchmarks.osc import controller8, eef8, state16
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
+from workbench.errors import ConfigError
 
 STEP_LIMITS = {"libero_spatial": 280, "libero_object": 280, "libero_goal": 300,
                "libero_10": 520, "libero_90": 400}
@@ -72,7 +73,7 @@ INSTALL = ("pip install 'robo-workbench[libero]' (rpent-libero, robosuite 1.5 an
 SCENE = Path("scenes") / "libero_tabletop_base_style.xml"
 
 
-class LiberoUnavailable(ValueError):
+class LiberoUnavailable(ConfigError):
     """LIBERO, or its assets, are not installed here; the message says what is missing."""
 
 

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, cache_dir
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, cache_dir
 from workbench.benchmarks.metaworld_tasks import INSTRUCTIONS, MT10_TASKS, MT50_TASKS
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
@@ -86,7 +86,7 @@ def _metaworld_version() -> str:
     return hashlib.sha1(version("metaworld").encode()).hexdigest()[:8]
 
 
-class MetaWorldAdapter(BenchmarkAdapter):
+class MetaWorldAdapter(CachedEnvAdapter, BenchmarkAdapter):
     """Runs MetaWorld episodes; keeps one environment and renderer per task for its life."""
 
     name = "metaworld"
@@ -105,9 +105,7 @@ class MetaWorldAdapter(BenchmarkAdapter):
         self.suite = suite
         self.seed = seed
         self.image_size = image_size
-        self._envs: dict[str, Any] = {}
-        self._renderers: dict[str, Any] = {}
-        self._env: Any = None
+        self._init_envs()
         self._task: str | None = None
         self._obs: np.ndarray | None = None
         self._steps = 0
@@ -184,21 +182,10 @@ class MetaWorldAdapter(BenchmarkAdapter):
     def mujoco_data(self) -> Any:
         return None if self._env is None else self._env.data
 
-    def close(self) -> None:
-        for r in self._renderers.values():
-            r.close()
-        for env in self._envs.values():
-            env.close()
-        self._renderers.clear()
-        self._envs.clear()
-        self._env = None
+    def _build(self, task: str) -> Any:
+        from metaworld import env_dict
 
-    def _environment(self, task: str) -> Any:
-        if task not in self._envs:
-            from metaworld import env_dict
-
-            self._envs[task] = env_dict.ALL_V3_ENVIRONMENTS[task]()
-        return self._envs[task]
+        return env_dict.ALL_V3_ENVIRONMENTS[task]()
 
     def _renderer(self, task: str) -> Any:
         if task not in self._renderers:

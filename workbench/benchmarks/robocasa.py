@@ -36,8 +36,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, SuiteTable
 from workbench.benchmarks.gating import missing_packages, readiness_text, refuse, square_frame
+from workbench.benchmarks.robosuite import seed_placements
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
 
@@ -78,7 +79,7 @@ def gr1_state(parts: Mapping[str, Any]) -> np.ndarray:
     for part, size in GR1_PARTS:
         value = np.asarray(parts[f"robot0_{part}"], np.float32).reshape(-1)
         if value.shape != (size,):
-            raise ValueError(f"GR-1 part robot0_{part}: expected {size} values, got {value.shape}")
+            raise ValueError(f"GR-1 part robot0_{part}: expected {size} values; got {value.shape}")
         pieces.append(value)
     return np.concatenate(pieces)
 
@@ -91,7 +92,7 @@ def gr1_action_parts(action: np.ndarray) -> dict[str, np.ndarray]:
     """
     action = np.asarray(action, np.float64).reshape(-1)
     if action.shape != (STATE_DIM,):
-        raise ValueError(f"GR-1 takes a {STATE_DIM}-D action, got {action.shape}")
+        raise ValueError(f"GR-1 takes a {STATE_DIM}-D action; got {action.shape}")
     out, start = {}, 0
     for part, size in GR1_PARTS:
         out[part] = action[start:start + size].copy()
@@ -161,17 +162,10 @@ def _reseed(env: Any, seed: int) -> None:
     """Seed numpy's global generator (the benchmark's gym wrapper does) and give the
     environment and its placement samplers one fresh generator."""
     np.random.seed(seed % 2**32)
-    rng = np.random.default_rng(seed)
-    env.rng = rng
-    stack = [getattr(env, "placement_initializer", None)]
-    while stack:
-        sampler = stack.pop()
-        if sampler is not None:
-            sampler.rng = rng
-            stack.extend(getattr(sampler, "samplers", {}).values())
+    seed_placements(env, seed)
 
 
-class RoboCasaAdapter(SuiteTable, BenchmarkAdapter):
+class RoboCasaAdapter(SuiteTable, CachedEnvAdapter, BenchmarkAdapter):
     """Runs RoboCasa GR-1 tabletop episodes; keeps one environment per task for its life."""
 
     name = "robocasa"
@@ -188,8 +182,7 @@ class RoboCasaAdapter(SuiteTable, BenchmarkAdapter):
         self._tasks = self.suite_tasks(suite)
         self.suite, self.seed, self.image_size = suite, seed, image_size
         self.max_steps = step_limit or type(self).max_steps
-        self._envs: dict[str, Any] = {}
-        self._env: Any = None
+        self._init_envs()
         self._task: str | None = None
         self._lang = ""
         self._steps = 0
@@ -205,15 +198,13 @@ class RoboCasaAdapter(SuiteTable, BenchmarkAdapter):
             raise ValueError(f"unknown RoboCasa task {task!r}; tasks: {list(TASKS)}")
         return self._lang if task == self._task and self._lang else task_description(task)
 
-    def _environment(self, task: str) -> Any:
-        if task not in self._envs:
-            refuse("RoboCasa GR-1 tabletop", missing())
-            from robocasa.utils.gym_utils.gymnasium_basic import RoboCasaEnv
+    def _build(self, task: str) -> Any:
+        refuse("RoboCasa GR-1 tabletop", missing())
+        from robocasa.utils.gym_utils.gymnasium_basic import RoboCasaEnv
 
-            wrapper = RoboCasaEnv(env_name=task, robots_name=ROBOT, enable_render=True,
-                                  camera_widths=CAMERA_WIDTH, camera_heights=CAMERA_HEIGHT)
-            self._envs[task] = wrapper.env
-        return self._envs[task]
+        wrapper = RoboCasaEnv(env_name=task, robots_name=ROBOT, enable_render=True,
+                              camera_widths=CAMERA_WIDTH, camera_heights=CAMERA_HEIGHT)
+        return wrapper.env
 
     @staticmethod
     def _camera_on_demand(env: Any) -> None:
@@ -272,9 +263,3 @@ class RoboCasaAdapter(SuiteTable, BenchmarkAdapter):
 
     def mujoco_data(self) -> Any:
         return None if self._env is None else self._env.sim.data._data
-
-    def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-        self._env = None

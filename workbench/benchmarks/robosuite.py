@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.benchmarks.base import BenchmarkAdapter, StepResult, SuiteTable
+from workbench.benchmarks.base import BenchmarkAdapter, CachedEnvAdapter, StepResult, SuiteTable
 from workbench.benchmarks.osc import controller8, eef8, state16
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import get_protocol
@@ -41,8 +41,9 @@ CAMERAS = {"images.primary": "agentview", "images.wrist": "robot0_eye_in_hand"}
 
 
 
-def _reseed(env: Any, seed: int) -> None:
-    """Give the environment and every placement sampler one fresh seeded generator."""
+def seed_placements(env: Any, seed: int) -> None:
+    """Give a robosuite environment and every placement sampler below it one fresh
+    generator seeded with ``seed`` (robosuite draws initial object poses from them)."""
     rng = np.random.default_rng(seed)
     env.rng = rng
     stack = [getattr(env, "placement_initializer", None)]
@@ -54,7 +55,7 @@ def _reseed(env: Any, seed: int) -> None:
         stack.extend(getattr(sampler, "samplers", {}).values())
 
 
-class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
+class RobosuiteAdapter(SuiteTable, CachedEnvAdapter, BenchmarkAdapter):
     """Runs robosuite episodes; keeps one environment per task for its life."""
 
     name = "robosuite"
@@ -69,8 +70,7 @@ class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
         self._tasks = self.suite_tasks(suite)
         self.suite, self.seed, self.image_size = suite, seed, image_size
         self.max_steps = step_limit or type(self).max_steps
-        self._envs: dict[str, Any] = {}
-        self._env: Any = None
+        self._init_envs()
         self._task: str | None = None
         self._obs: dict[str, Any] | None = None
         self._steps = 0
@@ -78,23 +78,21 @@ class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
     def instruction(self, task: str) -> str:
         return INSTRUCTIONS[task]
 
-    def _environment(self, task: str) -> Any:
-        if task not in self._envs:
-            import robosuite
-            from robosuite import load_composite_controller_config
+    def _build(self, task: str) -> Any:
+        import robosuite
+        from robosuite import load_composite_controller_config
 
-            config = load_composite_controller_config(controller="BASIC", robot="Panda")
-            self._envs[task] = robosuite.make(
-                task, robots="Panda", controller_configs=config, has_renderer=False,
-                has_offscreen_renderer=True, use_camera_obs=False, control_freq=20,
-                horizon=self.max_steps, ignore_done=True, seed=self.seed)
-        return self._envs[task]
+        config = load_composite_controller_config(controller="BASIC", robot="Panda")
+        return robosuite.make(
+            task, robots="Panda", controller_configs=config, has_renderer=False,
+            has_offscreen_renderer=True, use_camera_obs=False, control_freq=20,
+            horizon=self.max_steps, ignore_done=True, seed=self.seed)
 
     def reset(self, episode: EpisodeSpec) -> None:
         if episode.task not in self._tasks:
             raise ValueError(f"task {episode.task!r} is not in suite {self.suite!r}")
         env = self._environment(episode.task)
-        _reseed(env, episode.seed)
+        seed_placements(env, episode.seed)
         self._obs = env.reset()
         self._env, self._task, self._steps = env, episode.task, 0
 
@@ -141,9 +139,3 @@ class RobosuiteAdapter(SuiteTable, BenchmarkAdapter):
 
     def mujoco_data(self) -> Any:
         return None if self._env is None else self._env.sim.data._data
-
-    def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-        self._env = None

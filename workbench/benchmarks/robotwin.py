@@ -133,7 +133,7 @@ def episode_args(task: str, suite: str, config: Mapping[str, Any],
     args["head_camera_h"], args["head_camera_w"] = head["h"], head["w"]
     kinds = list(args["embodiment"])
     if len(kinds) not in (1, 3):
-        raise ValueError(f"RoboTwin embodiment must list 1 or 3 items, got {kinds}")
+        raise ValueError(f"RoboTwin embodiment must list 1 or 3 items; got {kinds}")
     folders = [root / embodiments[k]["file_path"] for k in kinds[:len(kinds) - 1 or 1]]
     if len(kinds) == 1:
         args["left_robot_file"] = args["right_robot_file"] = str(folders[0])
@@ -186,7 +186,7 @@ def joint_state(left: Sequence[float], right: Sequence[float]) -> np.ndarray:
     """
     state = np.asarray(list(left) + list(right), np.float32)
     if state.shape != (STATE_DIM,):
-        raise ValueError(f"RoboTwin state is {STATE_DIM}-D for aloha-agilex, got {state.shape}")
+        raise ValueError(f"RoboTwin state is {STATE_DIM}-D for aloha-agilex; got {state.shape}")
     return state
 
 
@@ -194,7 +194,7 @@ def robotwin_action(action: np.ndarray) -> np.ndarray:
     """The canonical 14-D action as ``take_action`` takes a qpos target (float64 copy)."""
     command = np.asarray(action, np.float64).reshape(-1).copy()
     if command.shape != (STATE_DIM,):
-        raise ValueError(f"RoboTwin takes a {STATE_DIM}-D joint target, got {command.shape}")
+        raise ValueError(f"RoboTwin takes a {STATE_DIM}-D joint target; got {command.shape}")
     return command
 
 
@@ -224,7 +224,7 @@ class RoboTwinAdapter(SuiteTable, BenchmarkAdapter):
         ``unseen`` (RoboTwin's evaluation default) or ``seen`` templates."""
         self._tasks = self.suite_tasks(suite)
         if instruction_type not in ("seen", "unseen"):
-            raise ValueError("instruction_type must be 'seen' or 'unseen', "
+            raise ValueError("instruction_type: expected 'seen' or 'unseen'; "
                              f"got {instruction_type!r}")
         self.suite, self.seed, self.image_size = suite, seed, image_size
         self.root, self.instruction_type = root, instruction_type

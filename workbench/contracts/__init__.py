@@ -2,15 +2,18 @@
 
 Episode identities and plans (:mod:`.plan`), protocols and capabilities
 (:mod:`.protocols`, :mod:`.capabilities`), episode results and error kinds
-(:mod:`.results`), references to components (:mod:`.registry`), and small shared
-helpers: Wilson intervals (:mod:`.stats`), resource monitors (:mod:`.resources`), the
-axes helper of every plot (:mod:`.plotting`) and headless rendering
-(:mod:`.rendering`). It imports nothing else of the workbench.
+(:mod:`.results`), references to components (:mod:`.registry`), how a process renders
+headless (:mod:`.rendering`) and how results read as text (:mod:`.display`). It imports
+nothing else of the workbench.
 """
 
-from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
+from workbench.contracts.capabilities import (
+    Capabilities,
+    EpisodeContext,
+    LoadContext,
+    Observation,
+)
 from workbench.contracts.plan import EpisodeSpec, plan_episodes, shard_episodes
-from workbench.contracts.plotting import figure_axes
 from workbench.contracts.protocols import (
     PROTOCOLS,
     ActionContract,
@@ -24,16 +27,13 @@ from workbench.contracts.protocols import (
     validate_action,
     validate_observation,
 )
-from workbench.contracts.registry import Factory, Registry, adopt_sys_path, import_target
-from workbench.contracts.rendering import use_headless_rendering
-from workbench.contracts.resources import (
-    GpuSample,
-    ResourceMonitor,
-    ResourceUsage,
-    cpu_usage,
-    gpu_busy,
-    gpu_status,
+from workbench.contracts.registry import (
+    Factory,
+    Registry,
+    adopt_sys_path,
+    import_target,
 )
+from workbench.contracts.rendering import use_headless_rendering
 from workbench.contracts.results import (
     EpisodeResult,
     ErrorKind,
@@ -41,14 +41,12 @@ from workbench.contracts.results import (
     describe_exception,
     summarize,
 )
-from workbench.contracts.stats import wilson_interval
 
 __all__ = [
     "PROTOCOLS", "ActionContract", "Capabilities", "ContractError", "EpisodeContext",
-    "EpisodeResult", "EpisodeSpec", "ErrorKind", "Factory", "Feature", "GpuSample",
+    "EpisodeResult", "EpisodeSpec", "ErrorKind", "Factory", "Feature",
     "InfrastructureError", "LoadContext", "Observation", "Protocol", "Registry",
-    "ResourceMonitor", "ResourceUsage", "adopt_sys_path", "cpu_usage", "describe_exception",
-    "figure_axes", "get_protocol", "gpu_busy", "gpu_status", "import_target", "plan_episodes",
-    "protocol_names", "register_protocol", "sample_observation", "shard_episodes", "summarize", "use_headless_rendering",
-    "validate_action", "validate_observation", "wilson_interval",
+    "adopt_sys_path", "describe_exception", "get_protocol", "import_target", "plan_episodes",
+    "protocol_names", "register_protocol", "sample_observation", "shard_episodes", "summarize",
+    "use_headless_rendering", "validate_action", "validate_observation",
 ]

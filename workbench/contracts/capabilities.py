@@ -6,7 +6,7 @@
 >>> Capabilities("metaworld-v1", ("state",), max_batch=0)
 Traceback (most recent call last):
 ...
-ValueError: max_batch must be >= 1, got 0
+ValueError: max_batch: expected >= 1; got 0
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class Capabilities:
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+            raise ValueError(f"chunk_size: expected >= 1; got {self.chunk_size}")
         if self.max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+            raise ValueError(f"max_batch: expected >= 1; got {self.max_batch}")
 
 
 @dataclass(frozen=True)

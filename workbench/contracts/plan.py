@@ -51,7 +51,7 @@ def plan_episodes(benchmark: str, suite: str, tasks: Iterable[str],
     [0, 1, 0, 1]
     """
     if episodes_per_task < 1:
-        raise ValueError(f"episodes_per_task must be >= 1, got {episodes_per_task}")
+        raise ValueError(f"episodes_per_task: expected >= 1; got {episodes_per_task}")
     return sorted(EpisodeSpec(benchmark, suite, t, i, i)
                   for t in tasks for i in range(start, start + episodes_per_task))
 
@@ -64,5 +64,5 @@ def shard_episodes(plan: Sequence[EpisodeSpec], num_shards: int, shard: int) -> 
     [1, 3]
     """
     if not 0 <= shard < num_shards:
-        raise ValueError(f"shard must be in [0, {num_shards}), got {shard}")
+        raise ValueError(f"shard: expected in [0, {num_shards}); got {shard}")
     return sorted(plan)[shard::num_shards]

@@ -20,9 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-
-class ContractError(ValueError):
-    """An observation, action or capability that breaks a benchmark protocol."""
+from workbench.errors import ContractError
 
 
 class ActionRejected(ContractError):
@@ -48,18 +46,18 @@ class Feature:
         where = f"{protocol}: observation feature {self.name!r}"
         if self.dtype == "str":
             if not isinstance(value, str):
-                raise ContractError(f"{where}: expected str, got {type(value).__name__}")
+                raise ContractError(f"{where}: expected str; got {type(value).__name__}")
             return
         if not isinstance(value, np.ndarray):
             raise ContractError(
-                f"{where}: expected numpy array {self.dtype}{_fmt_shape(self.shape)}, "
+                f"{where}: expected numpy array {self.dtype}{_fmt_shape(self.shape)}; "
                 f"got {type(value).__name__}"
             )
         if value.dtype != np.dtype(self.dtype):
-            raise ContractError(f"{where}: expected dtype {self.dtype}, got {value.dtype}")
+            raise ContractError(f"{where}: expected dtype {self.dtype}; got {value.dtype}")
         if not _shape_matches(value.shape, self.shape):
             raise ContractError(
-                f"{where}: expected shape {_fmt_shape(self.shape)}, got {tuple(value.shape)}"
+                f"{where}: expected shape {_fmt_shape(self.shape)}; got {tuple(value.shape)}"
             )
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise ContractError(f"{where}: contains NaN or inf")
@@ -137,13 +135,13 @@ def validate_action(protocol: Protocol, action: Any) -> np.ndarray:
     c = protocol.action
     where = f"{protocol.name}: action"
     if not isinstance(action, np.ndarray):
-        raise ContractError(f"{where}: expected numpy array {c.dtype}, got {type(action).__name__}")
+        raise ContractError(f"{where}: expected numpy array {c.dtype}; got {type(action).__name__}")
     if action.dtype != np.dtype(c.dtype):
-        raise ContractError(f"{where}: expected dtype {c.dtype}, got {action.dtype}")
+        raise ContractError(f"{where}: expected dtype {c.dtype}; got {action.dtype}")
     chunk = action[None] if action.ndim == 1 else action
     if chunk.ndim != 2 or chunk.shape[1] != c.dim or chunk.shape[0] == 0:
         raise ContractError(
-            f"{where}: expected shape ({c.dim},) or (k, {c.dim}) ({c.meaning}), "
+            f"{where}: expected shape ({c.dim},) or (k, {c.dim}) ({c.meaning}); "
             f"got {tuple(action.shape)}"
         )
     if not np.all(np.isfinite(chunk)):

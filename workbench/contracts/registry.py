@@ -133,7 +133,7 @@ class Registry:
         if callable(ref) and not isinstance(ref, str):
             return Factory(ref, options)
         if not isinstance(ref, str) or not ref:
-            raise ValueError(f"{self.kind} must be a name, an import path "
+            raise ValueError(f"{self.kind}: expected a name, an import path "
                              f"'package.module:Name' or a class; got {ref!r}")
         if ref in self.builtins:
             return Factory(self.builtins[ref], options)

@@ -13,7 +13,7 @@ True
 >>> EpisodeResult(False, None, 0, 0.0, "oops")
 Traceback (most recent call last):
 ...
-ValueError: error_kind must be one of [None, 'policy', 'infrastructure'], got 'oops'
+ValueError: error_kind: expected one of [None, 'policy', 'infrastructure']; got 'oops'
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from workbench.errors import InfrastructureError, PolicyError
+
 
 class ErrorKind(str, enum.Enum):
     """Who failed: the policy or the harness. Compares equal to its stored string."""
@@ -37,35 +39,11 @@ class ErrorKind(str, enum.Enum):
         return self.value
 
 
-class InfrastructureError(RuntimeError):
-    """The harness failed (a render, a transport, a dead process), not the policy.
-
-    Only the harness may say so: an instance remembers whether the workbench's own code
-    built it (``harness``). One that a policy's code builds, to excuse its own failure,
-    is the policy's failure like any other exception (:func:`policy_blame`).
-    """
-
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)
-        self.harness = _built_by_the_workbench()
-
-
-def _built_by_the_workbench() -> bool:
-    """Whether the code that constructed the InfrastructureError (past the ``__init__``
-    of its classes) is a module of the workbench package."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_name == "__init__" and \
-            isinstance(frame.f_locals.get("self"), InfrastructureError):
-        frame = frame.f_back
-    module = frame.f_globals.get("__name__", "") if frame is not None else ""
-    return module == "workbench" or module.startswith("workbench.")
-
-
-class PolicyTimeout(RuntimeError):
+class PolicyTimeout(PolicyError):
     """A policy call did not return within its time budget: the policy's failure."""
 
 
-class PolicyExited(RuntimeError):
+class PolicyExited(PolicyError):
     """The policy's code tried to end its process (``sys.exit``, ``os._exit``)."""
 
 
@@ -125,7 +103,7 @@ class EpisodeResult:
                 object.__setattr__(self, "error_kind", ErrorKind(self.error_kind))
             except ValueError:
                 allowed = [None] + [k.value for k in ErrorKind]
-                raise ValueError(f"error_kind must be one of {allowed}, "
+                raise ValueError(f"error_kind: expected one of {allowed}; "
                                  f"got {self.error_kind!r}") from None
 
     @classmethod

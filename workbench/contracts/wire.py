@@ -25,6 +25,8 @@ from typing import Any, Callable
 import msgpack
 import numpy as np
 
+from workbench.errors import WorkbenchError
+
 ALLOWED_KINDS = frozenset("biuf")
 """numpy dtype kinds that may cross the wire: bool, int, uint, float."""
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -32,7 +34,7 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 _ND, _GENERIC = "__ndarray__", "__npgeneric__"
 
 
-class WireError(ValueError):
+class WireError(WorkbenchError, ValueError):
     """A frame that cannot be decoded, or a value that may not be encoded."""
 
 
@@ -124,7 +126,7 @@ def decode(frame: bytes, max_bytes: int = MAX_FRAME_BYTES,
     hook: tried first on every map (returning NotImplemented passes it on), for a
     wire's own typed dicts (vla-eval's images)."""
     if not isinstance(frame, (bytes, bytearray)):
-        raise WireError("malformed frame: expected a binary msgpack frame, got text")
+        raise WireError("malformed frame: expected a binary msgpack frame; got text")
     if len(frame) > max_bytes:
         raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {max_bytes}")
     try:

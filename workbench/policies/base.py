@@ -25,9 +25,10 @@ import numpy as np
 
 from workbench.contracts.capabilities import (Capabilities, EpisodeContext, LoadContext,
                                               Observation, Stop)
+from workbench.errors import PolicyError
 
 
-class LifecycleError(RuntimeError):
+class LifecycleError(PolicyError):
     """A Policy method called in a state that does not allow it."""
 
 

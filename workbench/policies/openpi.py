@@ -19,7 +19,7 @@ the key and what the preset sends. Who is blamed during a run: see
 >>> OpenpiPolicy("ws://127.0.0.1:1", protocol="kitchen-v1")
 Traceback (most recent call last):
 ...
-ValueError: the openpi wire has no preset for protocol 'kitchen-v1'; pass preset=NAME (available: ['openpi/aloha', 'openpi/libero', 'openpi/metaworld']) or keys={their_key: feature}
+ValueError: the openpi wire has no preset for protocol 'kitchen-v1'; pass preset=NAME or keys={their_key: feature} (presets of the openpi wire: ['openpi/aloha', 'openpi/libero', 'openpi/metaworld'])
 """
 
 from __future__ import annotations
@@ -36,31 +36,17 @@ from workbench.policies.base import Policy
 from workbench.policies.wire_link import (Link, MalformedReply, PreflightError, ServerError,
                                           ServerClient, TransportError, check_timeout,
                                           check_url)
-from workbench.wires import PRESETS, default_preset, get_preset, openpi
+from workbench.wires import openpi
 from workbench.wires.native import one_line
-from workbench.wires.presets import Preset, preset_from_keys
+from workbench.wires.presets import Preset, choose_preset
 from workbench.wires.replies import ReplyError, read_actions
 
 
 def client_preset(wire: str, protocol: str, preset: str | None,
                   keys: Mapping[str, Any] | None) -> Preset:
     """The preset a client of ``wire`` sends ``protocol``'s observations with."""
-    if preset is not None and keys is not None:
-        raise ValueError("give preset or keys, not both")
-    if keys is not None:
-        return preset_from_keys(wire, protocol, keys)
-    if preset is not None:
-        chosen = get_preset(preset)
-        if chosen.wire != wire:
-            raise ValueError(f"preset {preset!r} is for the {chosen.wire} wire, not {wire}")
-        chosen.check_protocol(protocol)
-        return chosen
-    found = default_preset(wire, protocol)
-    if found is None:
-        names = sorted(n for n, p in PRESETS.items() if p.wire == wire)
-        raise ValueError(f"the {wire} wire has no preset for protocol {protocol!r}; pass "
-                         f"preset=NAME (available: {names}) or keys={{their_key: feature}}")
-    return found
+    return choose_preset(wire, protocol, preset, keys,
+                         "pass preset=NAME or keys={their_key: feature}")
 
 
 def check_image_size(preset: Preset, observation: Observation) -> None:
@@ -101,7 +87,7 @@ class OpenpiPolicy(ServerClient, Policy):
         self.preset = client_preset(openpi.NAME, protocol, preset, keys)
         steps = replan_steps if replan_steps is not None else (self.preset.replan_steps or 1)
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"replan_steps must be an integer >= 1, got {replan_steps!r}")
+            raise ValueError(f"replan_steps: expected an integer >= 1; got {replan_steps!r}")
         self.name, self.max_frame_bytes = name, max_frame_bytes
         self._caps = Capabilities(protocol, self.preset.features, chunk_size=steps)
         self._dim = get_protocol(protocol).action.dim

@@ -46,7 +46,7 @@ raises ValueError.
 >>> RemotePolicy("http://localhost:8000")
 Traceback (most recent call last):
 ...
-ValueError: url must start with ws:// or wss://, got 'http://localhost:8000'
+ValueError: url must start with ws:// or wss://; got 'http://localhost:8000'
 """
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ from websockets.sync.client import connect
 from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
 from workbench.contracts.results import InfrastructureError
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
+from workbench.errors import PolicyError
 from workbench.policies.base import Policy
 from workbench.wires.native import one_line
 
-class RemotePolicyError(RuntimeError):
+class RemotePolicyError(PolicyError):
     """The remote policy itself failed (the server says so): a policy error."""
 
 
@@ -84,7 +85,7 @@ def capabilities_from_metadata(metadata: Any, protocol: str | None = None,
     ValueError: policy server declares no features; pass features=[...]
     """
     if not isinstance(metadata, Mapping):
-        raise ValueError(f"policy server metadata must be a map, got {type(metadata).__name__}")
+        raise ValueError(f"policy server metadata: expected a map; got {type(metadata).__name__}")
     declared = _str_field(metadata, "protocol")
     if protocol is not None and declared is not None and protocol != declared:
         raise ValueError(f"policy server emits actions for protocol {declared!r}, "
@@ -101,7 +102,7 @@ def capabilities_from_metadata(metadata: Any, protocol: str | None = None,
         raise ValueError(f"policy server reads features {missing} that features= leaves out")
     chunk = chunk_size if chunk_size is not None else metadata.get("chunk_size", 1)
     if not isinstance(chunk, int) or isinstance(chunk, bool):
-        raise ValueError(f"policy server metadata: chunk_size must be an int, got {chunk!r}")
+        raise ValueError(f"policy server metadata: chunk_size: expected an int; got {chunk!r}")
     privileged = metadata.get("privileged") is True or \
         any(f.startswith("privileged.") for f in chosen)
     return Capabilities(protocol, chosen, chunk_size=chunk, privileged=privileged)
@@ -110,7 +111,7 @@ def capabilities_from_metadata(metadata: Any, protocol: str | None = None,
 def _str_field(metadata: Mapping, key: str) -> str | None:
     value = metadata.get(key)
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"policy server metadata: {key} must be a string, got {value!r}")
+        raise ValueError(f"policy server metadata: {key}: expected a string; got {value!r}")
     return value
 
 
@@ -119,7 +120,7 @@ def _features_field(metadata: Mapping) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
-        raise ValueError(f"policy server metadata: features must be a list of strings, "
+        raise ValueError(f"policy server metadata: features: expected a list of strings; "
                          f"got {value!r}")
     return tuple(value)
 
@@ -208,12 +209,12 @@ class RemotePolicy(Policy):
                  name: str | None = None) -> None:
         super().__init__()
         if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"url must start with ws:// or wss://, got {url!r}")
+            raise ValueError(f"url must start with ws:// or wss://; got {url!r}")
         if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+            raise ValueError(f"timeout_s: expected > 0; got {timeout_s}")
         if features is not None and (isinstance(features, str) or
                                      not all(isinstance(f, str) for f in features)):
-            raise ValueError(f"features must be a list of feature names, got {features!r}")
+            raise ValueError(f"features: expected a list of feature names; got {features!r}")
         self.url, self.timeout_s, self.max_frame_bytes = url, float(timeout_s), max_frame_bytes
         self._options = (protocol, None if features is None else tuple(features), chunk_size)
         self._name = name
@@ -360,5 +361,5 @@ def _actions(reply: Mapping[str, Any], url: str) -> np.ndarray:
         got = f"{actions.dtype} {actions.shape}" if isinstance(actions, np.ndarray) \
             else type(actions).__name__
         raise InfrastructureError(f"malformed reply from policy server {url}: \"actions\" must "
-                                  f"be a non-empty numeric (chunk, dim) array, got {got}")
+                                  f"be a non-empty numeric (chunk, dim) array; got {got}")
     return np.atleast_2d(actions).astype(np.float32)

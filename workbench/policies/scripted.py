@@ -60,7 +60,7 @@ class ScriptedExpert(Policy):
             if name not in DEFECTS:
                 raise ValueError(f"unknown defect {name!r}; available: {list(DEFECTS)}")
             if not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"level must be in [0, 1], got {value}")
+                raise ValueError(f"level: expected in [0, 1]; got {value}")
         self.defects = tuple((str(n), float(v)) for n, v in stack if n != "none")
         if self.defects:
             self.name = "expert-" + "+".join(f"{n}-{v:g}" for n, v in self.defects)

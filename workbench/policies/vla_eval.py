@@ -64,7 +64,7 @@ class VlaEvalPolicy(ServerClient, Policy):
         super().__init__()
         self.url, self.timeout_s = check_url(url), check_timeout(timeout_s)
         if image_format not in ("png", "raw"):
-            raise ValueError(f"image_format must be png or raw, got {image_format!r}")
+            raise ValueError(f"image_format: expected png or raw; got {image_format!r}")
         self.preset = client_preset(vla_eval.NAME, protocol, preset, keys)
         self.image_format, self.name, self.max_frame_bytes = image_format, name, max_frame_bytes
         self._caps = Capabilities(protocol, self.preset.features, chunk_size=1)

@@ -22,23 +22,19 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
-from workbench.contracts.results import InfrastructureError
+from workbench.errors import ConfigError, PolicyError, TransportError
 from workbench.wires.native import one_line
 
 
-class TransportError(InfrastructureError):
-    """The connection to the policy server failed (the harness, not the policy)."""
-
-
-class ServerError(RuntimeError):
+class ServerError(PolicyError):
     """The policy server reported that it failed: a policy error."""
 
 
-class MalformedReply(RuntimeError):
+class MalformedReply(PolicyError):
     """A reply that cannot be acted on: a policy error naming what came back."""
 
 
-class PreflightError(ValueError):
+class PreflightError(ConfigError):
     """The handshake before the run found that client and server do not fit."""
 
 
@@ -112,7 +108,7 @@ class Link:
 def check_url(url: Any) -> str:
     """``url`` when it is a ws:// or wss:// URL; refuses anything else."""
     if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
-        raise ValueError(f"url must start with ws:// or wss://, got {url!r}")
+        raise ValueError(f"url must start with ws:// or wss://; got {url!r}")
     return url
 
 
@@ -120,5 +116,5 @@ def check_timeout(timeout_s: Any) -> float:
     """``timeout_s`` when it is a finite number of seconds > 0."""
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or \
             not 0 < timeout_s < float("inf"):
-        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+        raise ValueError(f"timeout_s: expected a finite number of seconds > 0; got {timeout_s!r}")
     return float(timeout_s)

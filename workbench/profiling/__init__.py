@@ -6,8 +6,12 @@
   (:func:`profile_policy_stages`);
 - :func:`plot_stage_profile`.
 
-CPU, memory and GPU monitors live in :mod:`workbench.contracts.resources`, shared with
-the runtime. MuJoCo and torch are imported only when a profiler runs.
+- CPU, memory and GPU monitors (:class:`ResourceMonitor`, :func:`cpu_usage`,
+  :func:`gpu_busy`, :func:`gpu_status`, :func:`memory_held`), defined in
+  :mod:`workbench.runtime.resources` because the pools sample them while they run
+  (the runtime sits below the profilers), and offered here beside the profilers.
+
+MuJoCo and torch are imported only when a profiler runs.
 """
 
 from workbench.profiling.plots import plot_stage_profile
@@ -32,10 +36,19 @@ from workbench.profiling.sim import (
     sim_stage_table,
     stage_frame,
 )
+from workbench.runtime.resources import (
+    ResourceMonitor,
+    ResourceUsage,
+    cpu_usage,
+    gpu_busy,
+    gpu_status,
+    memory_held,
+)
 
 __all__ = [
-    "OBSERVE", "POLICY_STAGES", "SIM_STAGES", "SimStageTimer", "StageClock", "StageTotals",
-    "compare_observe_schedules", "mujoco_timers", "mujoco_timing", "plot_stage_profile",
+    "OBSERVE", "POLICY_STAGES", "ResourceMonitor", "ResourceUsage", "SIM_STAGES",
+    "SimStageTimer", "StageClock", "StageTotals", "compare_observe_schedules", "cpu_usage",
+    "gpu_busy", "gpu_status", "memory_held", "mujoco_timers", "mujoco_timing", "plot_stage_profile",
     "policy_stage_table", "profile_policy_batches", "profile_policy_stages",
     "profile_sim_stages", "sim_stage_table", "stage_frame", "staged_forward",
     "synthetic_observations",

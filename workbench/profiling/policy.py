@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.contracts.resources import ResourceMonitor, gpu_status
+from workbench.runtime.resources import ResourceMonitor, gpu_status
 from workbench.policies.vision import VisionPolicy
 
 POLICY_STAGES = ("Preprocessing", "Vision encoder", "State and instruction encoders",
@@ -176,7 +176,7 @@ def profile_policy_stages(policy: VisionPolicy, observations: Sequence[Any], rep
     if policy.net is None:
         raise ValueError("profile_policy_stages needs a loaded VisionPolicy (call .load first)")
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+        raise ValueError(f"repeats: expected >= 1; got {repeats}")
     for _ in range(warmup):
         staged_forward(policy, observations)
     cuda = StageClock(policy.device).cuda

@@ -211,7 +211,7 @@ def profile_sim_stages(adapter: BenchmarkAdapter, episodes: Sequence[EpisodeSpec
     if not episodes:
         raise ValueError("profile_sim_stages needs at least one episode")
     if observe not in OBSERVE:
-        raise ValueError(f"observe must be one of {list(OBSERVE)}; got {observe!r}")
+        raise ValueError(f"observe: expected one of {list(OBSERVE)}; got {observe!r}")
     timer = SimStageTimer()
     with mujoco_timing():
         if warm_up:

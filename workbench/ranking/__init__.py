@@ -3,7 +3,7 @@
 Bradley-Terry fits (MM) and bootstrap intervals, validation metrics (Spearman, Pearson,
 MMRV, ...), pair sampling with nested checkpoints, adaptive allocation of judge calls,
 judges (VLM, human, offline heuristic) in :mod:`workbench.ranking.judges`, and the
-paper's published numbers in :mod:`workbench.ranking.paper_data`.
+paper's published numbers in :mod:`workbench.studies.paper_data`.
 
 Names load on first use (a module ``__getattr__``): ``import workbench.ranking`` or
 ``workbench.ranking.bradley_terry`` loads the statistics core only, never the runner,
@@ -14,8 +14,7 @@ the simulators or Ray.
 [50.0, 50.0]
 """
 
-import importlib
-from typing import Any
+from workbench._lazy import lazy_exports
 
 _EXPORTS = {
     "AdaptiveResult": "workbench.ranking.adaptive",
@@ -24,31 +23,23 @@ _EXPORTS = {
     "BootstrapResult": "workbench.ranking.bootstrap",
     "ConvergenceWarning": "workbench.ranking.bradley_terry",
     "DisconnectedComparisonsWarning": "workbench.ranking.bradley_terry",
-    "GapMetaWorldAdapter": "workbench.ranking.action_replay",
-    "RealityGap": "workbench.ranking.action_replay",
-    "ReplayConfig": "workbench.ranking.action_replay",
     "RolloutIndex": "workbench.ranking.sampling",
     "adaptive_comparisons": "workbench.ranking.adaptive",
     "agreement_rate": "workbench.ranking.metrics",
-    "agreement_table": "workbench.ranking.agreement",
-    "automatic_replay": "workbench.ranking.action_replay",
     "bootstrap_bradley_terry": "workbench.ranking.bootstrap",
     "bt_oracle": "workbench.ranking.adaptive",
     "checkpoints": "workbench.ranking.sampling",
     "convergence_curve": "workbench.ranking.sampling",
     "demo_rollout_table": "workbench.ranking.sampling",
-    "draw_rankings": "workbench.ranking.validation",
     "fit_bradley_terry": "workbench.ranking.bradley_terry",
     "fit_bradley_terry_batch": "workbench.ranking.bradley_terry",
     "fleiss_kappa": "workbench.ranking.agreement",
-    "judge_comparisons": "workbench.ranking.collect",
-    "judge_episode_pairs": "workbench.ranking.validation",
+    "judge_agreement_table": "workbench.ranking.agreement",
     "load_annotation_files": "workbench.ranking.agreement",
     "majority_votes": "workbench.ranking.agreement",
     "mean_interval_width": "workbench.ranking.metrics",
     "mmrv": "workbench.ranking.metrics",
     "order_swap_consistency": "workbench.ranking.metrics",
-    "paired_difference": "workbench.ranking.validation",
     "pearson_r": "workbench.ranking.metrics",
     "plan_batch": "workbench.ranking.adaptive",
     "resample_wins": "workbench.ranking.bootstrap",
@@ -57,9 +48,7 @@ _EXPORTS = {
     "score_covariance": "workbench.ranking.adaptive",
     "spearman_rho": "workbench.ranking.metrics",
     "success_rates": "workbench.ranking.metrics",
-    "summarize_validation": "workbench.ranking.validation",
     "synthetic_rollout": "workbench.ranking.synthetic",
-    "table_one": "workbench.ranking.action_replay",
     "uniform_comparisons": "workbench.ranking.adaptive",
     "validate_wins": "workbench.ranking.bradley_terry",
     "wilson_interval": "workbench.ranking.metrics",
@@ -69,14 +58,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'workbench.ranking' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

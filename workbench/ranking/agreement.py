@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
 from workbench.ranking.annotation import read_answers
-from workbench.ranking.judges.base import Judge
+
+if TYPE_CHECKING:  # judges.human builds on majority_votes: no import at run time
+    from workbench.ranking.judges.base import Judge
 
 Preferred = Mapping[int, "str | None"]  # pair_id -> the preferred rollout id (None: invalid)
 CATEGORIES = ("x", "y", "invalid")
@@ -128,8 +130,8 @@ def fleiss_kappa(counts: ArrayLike) -> float:
     """
     n_ij = np.asarray(counts, dtype=np.float64)
     if n_ij.ndim != 2 or len(n_ij) == 0 or (n_ij < 0).any():
-        raise ValueError(f"counts must be a non-empty (items, categories) array of "
-                         f"non-negative counts, got shape {n_ij.shape}")
+        raise ValueError(f"counts: expected a non-empty (items, categories) array of "
+                         f"non-negative counts; got shape {n_ij.shape}")
     raters = n_ij.sum(axis=1)
     if np.ptp(raters) != 0 or raters[0] < 2:
         raise ValueError(f"every item needs the same number (>= 2) of raters; got "
@@ -189,7 +191,7 @@ def agreement_with_majority(votes: pd.DataFrame, preferred: Preferred) -> dict[s
             "cohen_kappa": kappa}
 
 
-def agreement_table(answers: pd.DataFrame, judges: Mapping[str, Preferred] | None = None
+def judge_agreement_table(answers: pd.DataFrame, judges: Mapping[str, Preferred] | None = None
                     ) -> pd.DataFrame:
     """Each annotator (their own vote is part of the majority) and each judge
     (name -> pair_id -> preferred rollout, as from :func:`judge_preferences`) against
@@ -220,18 +222,6 @@ def annotation_summary(answers: pd.DataFrame) -> dict[str, float | int]:
             "invalid": int(status.get("invalid", 0)),
             "unanimous_pairs": int(votes["unanimous"].sum()), "unanimity": unanimity_rate(votes),
             "fleiss_kappa": fleiss, "fleiss_pairs": len(counts)}
-
-
-def human_judge_table(answers: pd.DataFrame) -> pd.DataFrame:
-    """The valid answers in :class:`~workbench.ranking.judges.human.HumanJudge`'s format
-    (pair_id, annotator, choice, video_a = rollout_x, video_b = rollout_y), so that the
-    human majority can rank policies like any judge ("invalid" answers dropped)."""
-    table = preferred_rollouts(answers)
-    table = table[table["preferred"].notna()]
-    return pd.DataFrame({"pair_id": table["pair_id"], "annotator": table["annotator"],
-                         "choice": np.where(table["preferred"] == table["rollout_x"], "A", "B"),
-                         "video_a": table["rollout_x"], "video_b": table["rollout_y"]}
-                        ).reset_index(drop=True)
 
 
 def check_sample(answers: pd.DataFrame, pairs: pd.DataFrame) -> None:

@@ -18,7 +18,9 @@ pair. Which rollout is shown as A is a coin per pair seeded by the
 annotator's name and ``seed`` (:func:`presentation_order`), and is recorded in
 ``shown_a``/``shown_b``, so every answer maps back to its rollouts. What an annotator
 sees never names a policy. :func:`read_answers` reads such a file (or a CSV with the
-same columns) and names the file and line of a malformed row.
+same columns) and names the file and line of a malformed row. The videos they watch
+are rendered by :func:`workbench.studies.annotation_videos.render_pair_videos` (the
+part that needs a simulator).
 
 >>> from workbench.ranking.sampling import demo_rollout_table
 >>> table = demo_rollout_table(["p", "q", "r"], tasks=["t1", "t2"], inits=4, repeats=1)
@@ -42,7 +44,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.ranking.sampling import present
+from workbench.ranking.sampling import candidate_pairs, present
 
 PAPER_SPLIT = (("success-success", 66), ("failure-failure", 67), ("success-failure", 67))
 """The paper's outcome classes and their counts among 200 pairs."""
@@ -91,8 +93,6 @@ def sample_annotation_pairs(rollouts: pd.DataFrame, n_pairs: int = 200,
     """Draw ``n_pairs`` distinct rollout pairs (two policies, one task and initial
     state), task-stratified within each outcome class of ``split`` (scaled to
     ``n_pairs``), A/B order randomised; see the module docstring."""
-    from workbench.ranking.pipeline import candidate_pairs
-
     if "success" not in rollouts.columns:
         raise ValueError("the rollout table needs a success column to split pairs by outcome")
     rng = np.random.default_rng(seed)
@@ -206,17 +206,17 @@ def check_answer(raw: Mapping[str, Any], path: str | os.PathLike = "<answers>",
     row = {c: raw[c] for c in ANSWER_COLUMNS}
     for key in ("annotator", "shown_a", "shown_b"):
         if not isinstance(row[key], str) or not row[key].strip():
-            raise _bad(path, line, f"{key} must be a non-empty string", row[key])
+            raise _bad(path, line, f"{key}: expected a non-empty string", row[key])
     if row["shown_a"] == row["shown_b"]:
         raise _bad(path, line, "shown_a and shown_b are the same rollout", row["shown_a"])
     try:
         row["pair_id"] = int(str(row["pair_id"]).strip())
     except ValueError:
-        raise _bad(path, line, "pair_id must be an integer", row["pair_id"]) from None
+        raise _bad(path, line, "pair_id: expected an integer", row["pair_id"]) from None
     choice = str(row["choice"]).strip()
     row["choice"] = choice.upper() if choice.upper() in ("A", "B") else choice.lower()
     if row["choice"] not in CHOICES:
-        raise _bad(path, line, f"choice must be one of {list(CHOICES)}", raw["choice"])
+        raise _bad(path, line, f"choice: expected one of {list(CHOICES)}", raw["choice"])
     row["timestamp"] = str(row["timestamp"])
     return row
 
@@ -388,55 +388,6 @@ def simulated_annotations(pairs: pd.DataFrame, reference: Mapping[int, str | Non
                          "shown_a": shown.shown_a, "shown_b": shown.shown_b,
                          "choice": choice, "timestamp": "simulated"})
     return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
-
-
-REPLAY_TOLERANCE = 1e-6
-"""The largest gap between a replayed and a recorded trajectory state a video may show."""
-
-
-def render_pair_videos(pairs: pd.DataFrame, rollouts: pd.DataFrame, suite: str,
-                       directory: str | os.PathLike, max_pairs: int | None = None,
-                       frames: int = 24, fps: int = 8, image_size: int = 96,
-                       benchmark: str = "metaworld", seed: int = 0) -> pd.DataFrame:
-    """Videos only where the annotators need them: for the first ``max_pairs`` pairs
-    (all when None) that lack one, replay both rollouts and write ``frames`` frames
-    spread over each episode as ``<rollout_id>.mp4`` in ``directory`` (software
-    rendering costs ~90 ms a frame; a file already there is reused; all replays share
-    one simulator, built with ``seed``: the rollouts' own). Returns ``pairs`` with
-    video_a/video_b filled."""
-    from workbench.benchmarks import make_benchmark
-    from workbench.ranking.replay import replay_frames
-    from workbench.records.media import write_video
-
-    out, info = pairs.copy(), rollouts.set_index("rollout_id")
-    for column in ("video_a", "video_b"):
-        out[column] = out[column].astype(object) if column in out else None
-    adapter = None
-    try:
-        for k in out.index[:max_pairs]:
-            for side in "ab":
-                video = out.at[k, f"video_{side}"]
-                if isinstance(video, str) and Path(video).exists():
-                    continue
-                rid = str(out.at[k, f"rollout_{side}"])
-                target = Path(directory) / f"{rid.replace('/', '_')}.mp4"
-                if not target.exists():  # a rollout in several pairs is rendered once
-                    adapter = adapter or make_benchmark(benchmark, suite=suite, seed=seed,
-                                                        image_size=image_size)
-                    path = str(info.at[rid, "rollout_path"])
-                    shots, gap = replay_frames(suite, out.at[k, "task"],
-                                               int(out.at[k, "init_id"]), path, frames,
-                                               image_size, benchmark, seed, adapter)
-                    if gap > REPLAY_TOLERANCE:
-                        raise RuntimeError(f"replaying {path} strayed {gap:.3g} from its recorded "
-                                           "trajectory: a video would not show the judged "
-                                           "rollout (was it recorded with another seed?)")
-                    write_video(target, shots, fps)
-                out.at[k, f"video_{side}"] = str(target)
-    finally:
-        if adapter is not None:
-            adapter.close()
-    return out
 
 
 def has_video(path: Any) -> bool:

@@ -107,9 +107,9 @@ def bootstrap_bradley_terry(wins: ArrayLike, n_boot: int = 1000,
     ([75.0, 25.0], True)
     """
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise ValueError(f"level: expected in (0, 1); got {level}")
     if n_boot < 1:
-        raise ValueError(f"n_boot must be positive, got {n_boot}")
+        raise ValueError(f"n_boot: expected positive; got {n_boot}")
     arr = _integer_wins(wins)
     point = fit_bradley_terry(arr, max_iter, tol, eps)
     graph = PairGraph.from_totals(arr + arr.T)

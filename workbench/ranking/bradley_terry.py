@@ -80,13 +80,13 @@ def validate_wins(wins: ArrayLike, batched: bool = False) -> NDArray[np.float64]
     """
     arr = np.asarray(wins)
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"wins must be numeric counts, got dtype {arr.dtype}")
+        raise ValueError(f"wins: expected numeric counts; got dtype {arr.dtype}")
     want = 3 if batched else 2
     if arr.ndim != want or arr.shape[-1] != arr.shape[-2]:
         shape = "(batch, n, n)" if batched else "(n, n)"
-        raise ValueError(f"wins must have shape {shape} (square), got {arr.shape}")
+        raise ValueError(f"wins must have shape {shape} (square); got {arr.shape}")
     if arr.shape[-1] < 2:
-        raise ValueError(f"need at least 2 policies, got {arr.shape[-1]}")
+        raise ValueError(f"need at least 2 policies; got {arr.shape[-1]}")
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError("wins contains NaN or inf")

@@ -2,7 +2,7 @@
 
 Spearman rho and Pearson r against a reference, MMRV (SimplerEnv's definition), mean
 bootstrap interval width, agreement with humans, order-swap consistency, win-rate
-matrices and success rates with Wilson intervals.
+matrices and success rates with Wilson intervals (shared with the run reports).
 
 >>> spearman_rho([0.1, 0.5, 0.9], [1, 2, 3])
 1.0
@@ -19,13 +19,29 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from workbench.contracts.stats import wilson_interval
+
+def wilson_interval(successes: ArrayLike, trials: ArrayLike,
+                    level: float = 0.95) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Wilson score interval (lower, upper) for success proportions.
+
+    >>> lo, hi = wilson_interval(8, 10)
+    >>> round(float(lo), 3), round(float(hi), 3)
+    (0.49, 0.943)
+    """
+    k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= successes <= trials and trials > 0")
+    z = stats.norm.ppf(0.5 + level / 2)
+    p = k / n
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
+    return centre - half, centre + half
 
 
 def _paired(a: ArrayLike, b: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"need two 1-D sequences of equal length, got {x.shape} and {y.shape}")
+        raise ValueError(f"need two 1-D sequences of equal length; got {x.shape} and {y.shape}")
     if len(x) < 2:
         raise ValueError("need at least 2 policies")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
@@ -96,7 +112,7 @@ def _choices(values: ArrayLike, name: str) -> NDArray[np.object_]:
     arr = np.array([None if pd.isna(v) else v for v in values], dtype=object)
     bad = [v for v in arr if v not in ("A", "B", None)]
     if bad:
-        raise ValueError(f"{name} must hold 'A', 'B' or None (invalid), got {bad[0]!r}")
+        raise ValueError(f"{name} must hold 'A', 'B' or None (invalid); got {bad[0]!r}")
     return arr
 
 

@@ -130,7 +130,7 @@ def sample_comparisons(rollouts: pd.DataFrame, n_comparisons: int, seed: int = 0
     rollout_i, rollout_j, a_is_i and the presented policy_a/b, rollout_a/b.
     """
     if n_comparisons < 1:
-        raise ValueError(f"n_comparisons must be positive, got {n_comparisons}")
+        raise ValueError(f"n_comparisons: expected positive; got {n_comparisons}")
     index = RolloutIndex(rollouts)
     names = list(policies) if policies is not None else index.policies
     rows = [row for k, (p, q) in enumerate(combinations(names, 2))
@@ -242,3 +242,18 @@ def metrics_over_budgets(preferences: pd.DataFrame, policies: Sequence[str],
         rows.append(row)
     table = pd.DataFrame(rows)
     return table, table.drop(columns="budget").mean()
+
+
+def candidate_pairs(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Every comparable rollout pair: two policies, one task and init_id.
+
+    Columns policy_i, policy_j (i before j in the table's policy order), task, init_id,
+    rollout_i, rollout_j.
+    """
+    index = RolloutIndex(rollouts)
+    rows = [(p, q, task, init, ri, rj)
+            for p, q in combinations(index.policies, 2)
+            for task, inits in index.shared(p, q).items() for init in inits
+            for ri in index.by_key[(p, task, init)] for rj in index.by_key[(q, task, init)]]
+    return pd.DataFrame(rows, columns=["policy_i", "policy_j", "task", "init_id",
+                                       "rollout_i", "rollout_j"])

@@ -42,14 +42,14 @@ class Rollout:
         if steps < 1:
             raise ValueError("rollout has no steps")
         if np.ndim(self.actions) != 2 or np.ndim(self.state) != 2:
-            raise ValueError(f"rollout actions and state must be 2-D, got shapes "
+            raise ValueError(f"rollout actions and state: expected 2-D; got shapes "
                              f"{np.shape(self.actions)} and {np.shape(self.state)}")
         expected = {"state": (steps + 1, np.shape(self.state)[1]), "success": (steps,),
                     "reward": (steps,)}
         for name, shape in expected.items():
             got = np.shape(getattr(self, name))
             if got != shape:
-                raise ValueError(f"rollout {name}: expected shape {shape}, got {got}")
+                raise ValueError(f"rollout {name}: expected shape {shape}; got {got}")
         for name in ("actions", "state", "reward"):
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(f"rollout {name} contains NaN or inf")
@@ -83,7 +83,7 @@ def load_rollout(path: str | os.PathLike) -> Rollout:
     if video is None and path.with_suffix(".mp4").exists():
         video = str(path.with_suffix(".mp4"))
     if arrays["success"].dtype != np.bool_:
-        raise ValueError(f"{path}: success must be bool, got {arrays['success'].dtype}")
+        raise ValueError(f"{path}: success: expected bool; got {arrays['success'].dtype}")
     return Rollout(actions=arrays["actions"].astype(np.float32),
                    state=arrays["state"].astype(np.float32), success=arrays["success"],
                    reward=arrays["reward"].astype(np.float32), video=video, path=str(path))

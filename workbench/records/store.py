@@ -58,6 +58,7 @@ import psutil
 
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.results import EpisodeResult, ErrorKind
+from workbench.errors import WorkbenchError
 
 SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of files this code writes (older files are upgraded on open)."""
@@ -72,7 +73,7 @@ _RUN_ARTIFACTS = ("rollouts", "videos", "interactions", "history", "campaign.jso
 of these was truncated, not new."""
 
 
-class RecordsError(ValueError):
+class RecordsError(WorkbenchError, ValueError):
     """A records file that cannot be trusted, read or written, in one line naming the
     file and what is wrong. ``exit_code``: 2 before a run starts, 1 once it runs."""
 

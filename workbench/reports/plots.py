@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.contracts.plotting import figure_axes
+from workbench.reports.axes import figure_axes
 
 
 def plot_success(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:

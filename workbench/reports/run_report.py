@@ -40,7 +40,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.contracts.results import ErrorKind
-from workbench.contracts.stats import wilson_interval
+from workbench.ranking.metrics import wilson_interval
 from workbench.records.provenance import code_provenance
 from workbench.reports.assets import carry, data_uri, figure_svg, file_uri, video_poster
 from workbench.reports.interaction_history import (esc, history_body, html_page, html_table,

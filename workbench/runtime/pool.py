@@ -29,7 +29,8 @@ from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.results import EpisodeResult, ErrorKind
 from workbench.contracts.rendering import use_headless_rendering
-from workbench.contracts.resources import ResourceMonitor
+from workbench.errors import WorkbenchError
+from workbench.runtime.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeOptions
 from workbench.runtime.job import Components
 from workbench.runtime.replica import HARNESS_EXIT_CODE, ReplicaStats, replica_main
@@ -393,7 +394,7 @@ def _send(proc: _Proc, message: Any) -> None:
         pass
 
 
-class ProcessExited(RuntimeError):
+class ProcessExited(WorkbenchError, RuntimeError):
     """A pool process closed its pipe before sending the message waited for."""
 
 
@@ -405,7 +406,7 @@ def _expect(conn: Connection, kinds: tuple[str, ...], timeout: float) -> Any:
     except (EOFError, OSError) as exc:
         raise ProcessExited(f"process exited before sending {'/'.join(kinds)}") from exc
     if message[0] not in kinds:
-        raise RuntimeError(f"expected {'/'.join(kinds)}, got {message[0]!r}")
+        raise RuntimeError(f"expected {'/'.join(kinds)}; got {message[0]!r}")
     return message
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from workbench.contracts.capabilities import LoadContext
-from workbench.contracts.resources import ResourceMonitor
+from workbench.runtime.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeObserver, run_recorded_episode, warm_up
 from workbench.runtime.guard import GuardedPolicy, release, unreachable
 from workbench.runtime.job import Job

@@ -25,8 +25,8 @@ import numpy as np
 from workbench.contracts.results import InfrastructureError
 
 
-class TransportError(InfrastructureError):
-    """An observation the transport cannot carry (larger than the worker's slot)."""
+class SlotOverflow(InfrastructureError):
+    """An observation the worker's shared-memory slot cannot carry (larger than the slot)."""
 
 
 class ObservationSlot:
@@ -50,7 +50,7 @@ class ObservationSlot:
             if isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 3:
                 end = offset + value.nbytes
                 if end > self.shm.size:
-                    raise TransportError(f"observation needs {end} bytes of shared memory; the "
+                    raise SlotOverflow(f"observation needs {end} bytes of shared memory; the "
                                          f"worker's slot holds {self.shm.size} ({key!r} is "
                                          f"{value.shape}; the run was sized for its image_size)")
                 np.ndarray(value.shape, np.uint8, self.shm.buf, offset)[...] = value

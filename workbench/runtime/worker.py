@@ -20,12 +20,13 @@ from workbench.contracts.capabilities import Capabilities, EpisodeContext, Obser
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.rendering import use_headless_rendering
 from workbench.contracts.results import InfrastructureError, PolicyTimeout
+from workbench.errors import WorkbenchError
 from workbench.runtime.episode import run_recorded_episode, warm_up
 from workbench.runtime.replica import pin_threads
 from workbench.runtime.transport import ObservationSlot
 
 
-class ReplicaError(RuntimeError):
+class ReplicaError(WorkbenchError, RuntimeError):
     """The policy raised inside its replica; the message holds the replica's traceback."""
 
 

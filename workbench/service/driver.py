@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.plan import EpisodeSpec
-from workbench.contracts.resources import ResourceMonitor
+from workbench.runtime.resources import ResourceMonitor
 from workbench.contracts.results import TERMINATIONS, EpisodeResult, ErrorKind, \
     InfrastructureError
 from workbench.records.media import episode_filename

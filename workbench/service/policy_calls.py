@@ -36,11 +36,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from workbench.errors import PolicyError
 from workbench.policies.base import Policy
 from workbench.runtime.guard import guarded
 
 
-class PolicyStuck(RuntimeError):
+class PolicyStuck(PolicyError):
     """A policy call has not returned within the server's time limit."""
 
 

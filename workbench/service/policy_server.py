@@ -52,14 +52,18 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from workbench.contracts.capabilities import EpisodeContext, LoadContext
-from workbench.contracts.protocols import (ContractError, get_protocol,
-                                           validate_action, validate_observation)
+from workbench.contracts.protocols import (
+    ContractError,
+    get_protocol,
+    validate_action,
+    validate_observation,
+)
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
 from workbench.policies import make_policy
 from workbench.policies.base import Policy
 from workbench.service.policy_calls import PolicyCalls, PolicyStuck
-from workbench.wires import check_wire, default_preset, get_preset, native, openpi, vla_eval
-from workbench.wires.presets import Preset, preset_from_keys
+from workbench.wires import check_wire, native, openpi, vla_eval
+from workbench.wires.presets import Preset, choose_preset
 
 SERVER_NAME = native.SERVER
 CONTROL_KEYS = ("episode_id", "step")
@@ -111,26 +115,14 @@ def _positive_int(name: str, value: Any, low: int = 1) -> None:
         raise ValueError(f"{name}: expected an integer >= {low}; got {value!r}")
 
 
-def choose_preset(wire: str, protocol: str, preset: str | None = None,
+def server_preset(wire: str, protocol: str, preset: str | None = None,
                   keys: Mapping[str, Any] | None = None) -> Preset | None:
-    """The preset a wire reads ``protocol``'s observations with: ``keys`` (a user key
-    map), else the named ``preset``, else the wire's own for the protocol; None on the
-    workbench wire. Refuses a wire with no preset for the protocol."""
+    """The preset a wire reads ``protocol``'s observations with (see
+    :func:`workbench.wires.presets.choose_preset`); None on the workbench wire."""
     if wire == "workbench":
         return None
-    if keys is not None:
-        return preset_from_keys(wire, protocol, keys)
-    if preset is not None:
-        chosen = get_preset(preset)
-        if chosen.wire != wire:
-            raise ValueError(f"preset {preset!r} is for the {chosen.wire} wire, not {wire}")
-        chosen.check_protocol(protocol)
-        return chosen
-    found = default_preset(wire, protocol)
-    if found is None:
-        raise ValueError(f"the {wire} wire has no preset for protocol {protocol!r}; pass "
-                         "--preset NAME or --keys '{their_key: feature, ...}'")
-    return found
+    return choose_preset(wire, protocol, preset, keys,
+                         "pass --preset NAME or --keys '{their_key: feature, ...}'")
 
 
 def policy_metadata(policy: Policy, options: ServeOptions = ServeOptions(),
@@ -177,7 +169,7 @@ class PolicyServer:
     def __init__(self, policy: Policy, options: ServeOptions = ServeOptions()) -> None:
         self.policy, self.options = policy, options
         self.protocol = get_protocol(policy.capabilities.action_protocol)
-        self.preset = choose_preset(options.wire, self.protocol.name, options.preset,
+        self.preset = server_preset(options.wire, self.protocol.name, options.preset,
                                     options.keys)
         if self.preset is not None:
             missing = [f for f in policy.capabilities.features if f not in self.preset.features]
@@ -371,7 +363,7 @@ class _NativeSession(_Session):
         try:
             message = decode(frame, self.server.options.max_frame_bytes)
             if not isinstance(message, dict):
-                raise _Refused(f"a request must be a map, got {type(message).__name__}")
+                raise _Refused(f"a request: expected a map; got {type(message).__name__}")
             if message.get("reset") is True:
                 return await self._reset(message)
             return await self._act(message)
@@ -393,7 +385,7 @@ class _NativeSession(_Session):
             raise _Refused("a reset needs an episode_id (a string or an integer)")
         seed = message.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
-            raise _Refused(f"seed must be an integer, got {seed!r}")
+            raise _Refused(f"seed: expected an integer; got {seed!r}")
         await self.start(_text(message, "task"), _text(message, "instruction"), seed,
                          episode_id)
         return {"reset": True, "episode_id": episode_id}
@@ -430,7 +422,7 @@ class _OpenpiSession(_Session):
 
     async def answer(self, frame: bytes | str) -> dict[str, Any]:
         if isinstance(frame, str):
-            raise _Refused("expected a binary msgpack frame, got text")
+            raise _Refused("expected a binary msgpack frame; got text")
         server = self.server
         assert server.preset is not None
         request = openpi.decode(frame, server.options.max_frame_bytes)
@@ -531,7 +523,7 @@ SESSIONS: dict[str, Callable[..., _Session]] = {
 def _text(message: Mapping[str, Any], key: str) -> str:
     value = message.get(key, "")
     if not isinstance(value, str):
-        raise _Refused(f"{key} must be a string, got {type(value).__name__}")
+        raise _Refused(f"{key}: expected a string; got {type(value).__name__}")
     return value
 
 

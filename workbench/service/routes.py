@@ -4,8 +4,8 @@ its protocol, suites, and its status on this machine.
 A family is a registered benchmark adapter. Its status is the adapter's own
 ``readiness()``: ``ready``, or what is missing (a package, assets, a device), checked
 without importing the simulator. Protocols of the source papers that no adapter
-implements are listed too. :func:`routes_markdown` is the README's support matrix
-(a test keeps the two equal).
+implements are listed too. :func:`routes_markdown` is the support matrix of
+docs/evaluate.md (a test keeps the two equal).
 
 >>> table = routes()
 >>> table.loc[table["family"] == "metaworld", ["protocol", "status"]].values.tolist()

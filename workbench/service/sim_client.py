@@ -30,10 +30,11 @@ from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import ActionRejected, Protocol
 from workbench.contracts.results import InfrastructureError
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
+from workbench.errors import WorkbenchError
 from workbench.service.sim_server import PROTOCOL
 
 
-class ServiceError(RuntimeError):
+class ServiceError(WorkbenchError, RuntimeError):
     """The service answered a request with an error (``code`` and its message)."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -41,7 +42,7 @@ class ServiceError(RuntimeError):
         self.code = code
 
 
-class ArtifactMismatch(RuntimeError):
+class ArtifactMismatch(WorkbenchError, RuntimeError):
     """A downloaded artifact's size or SHA-256 differs from the manifest."""
 
 

@@ -341,7 +341,7 @@ class SimService:
                 seq = None
                 raise _Refusal("malformed", "a request needs an integer 'seq'")
             if seq != conn.expected:
-                raise _Refusal("sequence", f"expected seq {conn.expected}, got {seq}; "
+                raise _Refusal("sequence", f"expected seq {conn.expected}; got {seq}; "
                                "requests are never replayed")
             conn.expected += 1
             handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
@@ -495,7 +495,7 @@ class SimService:
             action = validate_action(self.protocol, message.get("action"))
             if action.shape[0] != 1:
                 raise ContractError(f"{self.protocol.name}: action: one control per step "
-                                    f"request, got a chunk of {action.shape[0]}")
+                                    f"request; got a chunk of {action.shape[0]}")
         except ContractError as exc:
             session.case.rejections += 1
             ended = session.case.rejections >= MAX_REJECTIONS

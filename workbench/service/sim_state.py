@@ -18,6 +18,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.errors import ConfigError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS service (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cases (
@@ -32,7 +34,7 @@ CASE_FIELDS = ("state", "attempts", "success", "terminal_step", "steps", "reject
                "termination", "message")
 
 
-class StateError(ValueError):
+class StateError(ConfigError):
     """The state file cannot be used (not ours, damaged, another service's); one line."""
 
     exit_code = 2

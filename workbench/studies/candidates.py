@@ -65,11 +65,11 @@ class CandidateConfig:
             values = getattr(self, name)
             if any(not isinstance(v, int) or v < 1 for v in values) or \
                     len(set(values)) != len(values):
-                raise ValueError(f"CandidateConfig.{name} must be distinct integers >= 1, "
+                raise ValueError(f"CandidateConfig.{name}: expected distinct integers >= 1; "
                                  f"got {values!r}")
         for name in ("checkpoint_demos", "data_steps", "chunk_size", "width", "batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"CandidateConfig.{name} must be an integer >= 1, "
+                raise ValueError(f"CandidateConfig.{name}: expected an integer >= 1; "
                                  f"got {getattr(self, name)!r}")
         if self.checkpoint_demos in self.data_demos:
             raise ValueError(f"data_demos {self.data_demos} repeats checkpoint_demos "

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from workbench.contracts.plotting import figure_axes
+from workbench.reports.axes import figure_axes
 
 
 def plot_sweep(sweep: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
@@ -47,7 +47,7 @@ def plot_probes(probes: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     return fig, ax
 
 
-def plot_agreement(tables: Mapping[str, pd.DataFrame], ax: Any = None) -> tuple[Any, Any]:
+def plot_outcome_agreement(tables: Mapping[str, pd.DataFrame], ax: Any = None) -> tuple[Any, Any]:
     """Success and terminal agreement per configuration, for each policy's table."""
     fig, ax = figure_axes(ax, figsize=(7, 3.5))
     width, offset = 0.8 / (2 * len(tables)), 0.0

@@ -19,11 +19,11 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from workbench.config import EvalConfig, PoolConfig, as_config
-from workbench.contracts.resources import memory_held
 from workbench.runner import EvalRun, open_pool, open_ray_pool, run
 from workbench.runtime.agreement import outcome_agreement
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.ray_backend import ensure_ray
+from workbench.runtime.resources import memory_held
 from workbench.runtime.search import GIB, SearchResult, probe_row
 
 ConfigLike = EvalConfig | Mapping[str, Any]
@@ -167,7 +167,8 @@ def _ladder_table(rows: Sequence[dict], frames: Sequence[pd.DataFrame]) -> pd.Da
     return table
 
 
-def agreement_table(config: ConfigLike, configurations: Sequence[PoolConfig]) -> pd.DataFrame:
+def outcome_agreement_table(config: ConfigLike, configurations: Sequence[PoolConfig]
+                            ) -> pd.DataFrame:
     """Success and terminal-step agreement of pool configurations with the sequential
     backend on the same episodes (identity is expected for deterministic,
     batch-invariant policies; neural policies may differ through batched arithmetic)."""
@@ -290,7 +291,7 @@ class ProbeSession:
 
     def memory_bytes(self) -> int:
         """Memory the warm pool's processes hold now (PSS: shared pages counted once;
-        :func:`~workbench.contracts.resources.memory_held`); 0 without a pool."""
+        :func:`~workbench.runtime.resources.memory_held`); 0 without a pool."""
         return memory_held(self.pool.pids()) if self.pool is not None else 0
 
     def close_pool(self) -> None:

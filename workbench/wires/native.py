@@ -66,5 +66,5 @@ def reset_request(episode_id: str, task: str, instruction: str, seed: int) -> di
 def error_reply(message: str, blame: str) -> dict[str, str]:
     """An error reply: the message on one line, and who is to blame."""
     if blame not in BLAMES:
-        raise ValueError(f"blame must be one of {list(BLAMES)}; got {blame!r}")
+        raise ValueError(f"blame: expected one of {list(BLAMES)}; got {blame!r}")
     return {"error": one_line(message), "blame": blame}

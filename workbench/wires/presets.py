@@ -111,7 +111,7 @@ class Field:
 
 
 def _dtype_fits(got: np.dtype, wanted: np.dtype) -> bool:
-    """Images must be the dtype stated; numbers may come as any float (or int) width."""
+    """Images: expected the dtype stated; numbers may come as any float (or int) width."""
     if wanted.kind == "u" or got.kind == "b":
         return got == wanted
     return got.kind in "fiu" if wanted.kind == "f" else got.kind in "iu"
@@ -181,7 +181,7 @@ class Preset:
         what their model does not read)."""
         proto = self.check_protocol(protocol)
         if not isinstance(request, Mapping):
-            raise ContractError(f"a request must be a map; got {type(request).__name__}")
+            raise ContractError(f"a request: expected a map; got {type(request).__name__}")
         wanted = set(self.features if features is None else features)
         out = {}
         for field in (f for f in self.fields if f.feature in wanted):
@@ -268,6 +268,31 @@ def default_preset(wire: str, protocol: str) -> Preset | None:
     return found[0] if found else None
 
 
+def choose_preset(wire: str, protocol: str, preset: str | None,
+                  keys: Mapping[str, Any] | None, how: str) -> Preset:
+    """The preset ``wire`` carries ``protocol``'s observations with: ``keys`` (a user key
+    map), else the named ``preset``, else the wire's own for the protocol. Giving both is
+    refused, and so is a wire with no preset for the protocol (``how`` says how to pass
+    one, in the caller's terms: options of a config, flags of a command)."""
+    if preset is not None and keys is not None:
+        raise ValueError(f"give a preset or a key map, not both ({how})")
+    if keys is not None:
+        return preset_from_keys(wire, protocol, keys)
+    if preset is not None:
+        chosen = get_preset(preset)
+        if chosen.wire != wire:
+            raise ValueError(f"preset {preset!r}: expected one of the {wire} wire; got one "
+                             f"of the {chosen.wire} wire")
+        chosen.check_protocol(protocol)
+        return chosen
+    found = default_preset(wire, protocol)
+    if found is None:
+        names = sorted(n for n, p in PRESETS.items() if p.wire == wire)
+        raise ValueError(f"the {wire} wire has no preset for protocol {protocol!r}; {how} "
+                         f"(presets of the {wire} wire: {names})")
+    return found
+
+
 def preset_from_keys(wire: str, protocol: str, keys: Any) -> Preset:
     """A preset from a user key map ``{their_key: canonical feature}`` (a nested map for
     nested keys), each value sent as the workbench holds it; refuses a key that is not a
@@ -293,7 +318,7 @@ def _fields_from_keys(keys: Any, prefix: tuple[str, ...], proto: Protocol) -> li
     fields: list[Field] = []
     for key, value in keys.items():
         if not isinstance(key, str) or not key:
-            raise ValueError(f"{where}: keys must be non-empty strings; got {key!r}")
+            raise ValueError(f"{where}: keys: expected non-empty strings; got {key!r}")
         if isinstance(value, Mapping):
             fields += _fields_from_keys(value, (*prefix, key), proto)
             continue

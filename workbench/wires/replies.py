@@ -14,8 +14,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from workbench.errors import WorkbenchError
 
-class ReplyError(ValueError):
+
+class ReplyError(WorkbenchError, ValueError):
     """A reply that does not hold a usable action chunk (what came back is named)."""
 
 

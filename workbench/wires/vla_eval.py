@@ -108,16 +108,16 @@ def decode(frame: bytes, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     not a well-formed envelope of a known type."""
     message = _decode(frame, max_bytes, hook=_unpack_image)
     if not isinstance(message, dict):
-        raise WireError(f"a message must be a map; got {type(message).__name__}")
+        raise WireError(f"a message: expected a map; got {type(message).__name__}")
     missing = [k for k in ("type", "payload", "seq", "timestamp") if k not in message]
     if missing:
         raise WireError(f"a message needs type, payload, seq and timestamp; missing {missing}")
     if message["type"] not in TYPES:
         raise WireError(f"unknown message type {message['type']!r}; known: {sorted(TYPES)}")
     if not isinstance(message["payload"], dict):
-        raise WireError(f"payload must be a map; got {type(message['payload']).__name__}")
+        raise WireError(f"payload: expected a map; got {type(message['payload']).__name__}")
     if not isinstance(message["seq"], int) or isinstance(message["seq"], bool):
-        raise WireError(f"seq must be an integer; got {message['seq']!r}")
+        raise WireError(f"seq: expected an integer; got {message['seq']!r}")
     return message
 
 

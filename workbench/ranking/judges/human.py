@@ -1,17 +1,21 @@
-"""Human annotations: read them, take the majority vote per pair, measure unanimity.
+"""Human annotations replayed as a judge: the human majority of
+:func:`workbench.ranking.agreement.majority_votes`, the one majority vote of the
+workbench (its rules are in :mod:`workbench.ranking.agreement`).
 
 R2S-Eval (appendix D.7): three annotators judge each video pair; the majority vote is
 the human reference; unanimous agreement was 78.5% (LIBERO) and 80.0% (real-to-sim).
 
-An annotation file is a CSV with one row per (pair, annotator): ``pair_id``,
-``annotator``, ``choice`` ("A" or "B"), ``video_a``, ``video_b`` (the video ids shown as
-A and B; they match :attr:`RolloutRef.rollout_id`).
+:class:`HumanJudge` takes answers in the annotation format (``pair_id``,
+``annotator``, ``shown_a``, ``shown_b``, ``choice`` "A", "B" or "invalid"; from
+:func:`workbench.ranking.annotation.read_answers`) and counts the valid ones: a pair
+whose valid answers tie, or that has none, comes back invalid. A CSV of the older
+form, one row per (pair, annotator) with ``video_a`` and ``video_b`` (the rollout ids
+shown as A and B), is read by :func:`load_annotations` into that format (the judge
+reads either).
 
 >>> import pandas as pd
 >>> ann = pd.DataFrame({"pair_id": [1, 1, 1], "annotator": ["x", "y", "z"],
 ...                     "choice": ["A", "B", "A"], "video_a": "v1", "video_b": "v2"})
->>> majority_vote(ann)[["pair_id", "choice", "unanimous"]].values.tolist()
-[[1, 'A', False]]
 >>> HumanJudge(ann).compare(RolloutRef("v2"), RolloutRef("v1"), "task").winner
 'B'
 """
@@ -22,13 +26,16 @@ import os
 
 import pandas as pd
 
+from workbench.ranking.agreement import majority_votes
 from workbench.ranking.judges.base import Preference, RolloutRef
 
 COLUMNS = ("pair_id", "annotator", "choice", "video_a", "video_b")
 
 
 def load_annotations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
-    """Read and check annotations (a CSV path or a DataFrame); choices upper-cased.
+    """Read and check annotations of the older form (a CSV path or a DataFrame) and
+    return them as answers (``shown_a``/``shown_b`` for ``video_a``/``video_b``,
+    choices upper-cased).
 
     Raises ValueError on missing columns, choices other than A/B, an annotator voting
     twice on a pair, or a pair whose videos differ between rows.
@@ -36,60 +43,43 @@ def load_annotations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     table = source.copy() if isinstance(source, pd.DataFrame) else pd.read_csv(source)
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
-        raise ValueError(f"annotations lack columns {missing}; need {list(COLUMNS)}")
+        raise ValueError(f"annotations: expected columns {list(COLUMNS)}; got "
+                         f"{list(table.columns)} (no {missing})")
     table["choice"] = table["choice"].astype(str).str.strip().str.upper()
     bad = table.loc[~table["choice"].isin(["A", "B"]), "choice"]
     if len(bad):
-        raise ValueError(f"choice must be A or B; found {bad.iloc[0]!r} (row {bad.index[0]})")
+        raise ValueError(f"annotations, row {bad.index[0]}: expected choice A or B; "
+                         f"got {bad.iloc[0]!r}")
     if table.duplicated(["pair_id", "annotator"]).any():
-        raise ValueError("an annotator judged the same pair_id twice")
+        raise ValueError("annotations: expected one answer per annotator and pair_id; got "
+                         "an annotator who judged the same pair_id twice")
     if (table.groupby("pair_id")[["video_a", "video_b"]].nunique() > 1).any(axis=None):
-        raise ValueError("a pair_id shows different videos in different rows")
-    return table
-
-
-def majority_vote(annotations: pd.DataFrame) -> pd.DataFrame:
-    """One row per pair: video_a, video_b, votes_a, votes_b, choice (None on a tie), unanimous."""
-    table = load_annotations(annotations)
-    votes = table.assign(a=table["choice"].eq("A"), b=table["choice"].eq("B"))
-    out = votes.groupby("pair_id", sort=True).agg(video_a=("video_a", "first"),
-                                                  video_b=("video_b", "first"),
-                                                  votes_a=("a", "sum"), votes_b=("b", "sum"))
-    out["choice"] = pd.Series([("A" if a > b else "B") if a != b else None
-                               for a, b in zip(out["votes_a"], out["votes_b"])],
-                              index=out.index, dtype=object)
-    out["unanimous"] = (out["votes_a"] == 0) | (out["votes_b"] == 0)
-    return out.reset_index()
-
-
-def unanimity_rate(annotations: pd.DataFrame) -> float:
-    """Share of pairs on which every annotator chose the same video.
-
-    >>> ann = pd.DataFrame({"pair_id": [1, 1, 2, 2], "annotator": ["x", "y"] * 2,
-    ...                     "choice": ["A", "A", "A", "B"], "video_a": "p", "video_b": "q"})
-    >>> unanimity_rate(ann)
-    0.5
-    """
-    return float(majority_vote(annotations)["unanimous"].mean())
+        raise ValueError("annotations: expected the same videos in every row of a pair_id; "
+                         "got a pair_id that shows different videos in different rows")
+    return table.rename(columns={"video_a": "shown_a", "video_b": "shown_b"})
 
 
 class HumanJudge:
-    """Replays the human majority vote as a judge; unannotated pairs come back invalid."""
+    """Replays the human majority vote (over valid answers) as a judge; unannotated and
+    tied pairs come back invalid."""
 
     description = "human annotators (majority vote of recorded annotations), not a model"
 
-    def __init__(self, annotations: pd.DataFrame, name: str = "human-majority") -> None:
+    def __init__(self, answers: pd.DataFrame, name: str = "human-majority") -> None:
         self.name = name
-        votes = majority_vote(annotations)
-        self._choice = {(str(r.video_a), str(r.video_b)): r.choice for r in votes.itertuples()}
+        if "shown_a" not in answers.columns:  # the older form, video_a/video_b
+            answers = load_annotations(answers)
+        valid = answers[answers["choice"].isin(["A", "B"])]
+        votes = majority_votes(valid) if len(valid) else pd.DataFrame(
+            columns=["rollout_x", "rollout_y", "majority"])
+        self._majority = {(str(r.rollout_x), str(r.rollout_y)): r.majority
+                          for r in votes.itertuples()}
 
     def compare(self, a: RolloutRef, b: RolloutRef, task: str) -> Preference:
-        """The majority choice for this pair, mapped to the order (a, b) asked."""
-        ids = (a.rollout_id, b.rollout_id)
-        if ids in self._choice:
-            choice = self._choice[ids]
-        elif ids[::-1] in self._choice:
-            choice = {"A": "B", "B": "A", None: None}[self._choice[ids[::-1]]]
-        else:
+        """The majority's rollout for this pair, as "A" or "B" of the order (a, b) asked."""
+        pair = tuple(sorted((str(a.rollout_id), str(b.rollout_id))))
+        if pair not in self._majority:
             return Preference(winner=None, raw="not annotated")
-        return Preference(winner=choice, raw=str(choice))
+        majority = self._majority[pair]
+        winner = None if majority is None else ("A" if majority == a.rollout_id else "B")
+        return Preference(winner=winner, raw=str(winner))

@@ -115,7 +115,7 @@ def assess(rollout: Rollout, reward_scale: float = 1.0) -> RolloutQuality:
     end-effector position and column 3 the gripper aperture, as MetaWorld records);
     progress is the largest reward over ``reward_scale`` (see :data:`REWARD_SCALES`)."""
     if not reward_scale > 0:
-        raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
+        raise ValueError(f"reward_scale: expected > 0; got {reward_scale!r}")
     if rollout.state.shape[1] < 4:
         raise ValueError(f"the offline judge reads end-effector xyz and gripper aperture "
                          f"(4 state columns); this rollout has {rollout.state.shape[1]}")
@@ -185,7 +185,7 @@ class OfflineJudge:
         """reward_scale: the benchmark's largest reward (``REWARD_SCALES["metaworld"]``
         for MetaWorld), so that progress does not saturate at the first unit of reward."""
         if not reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {reward_scale!r}")
+            raise ValueError(f"reward_scale: expected > 0; got {reward_scale!r}")
         self.seed, self.name, self.reward_scale = seed, name, reward_scale
         self.stats = JudgeStats()
         self._cache: dict[str, RolloutQuality] = {}

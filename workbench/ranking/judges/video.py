@@ -27,7 +27,7 @@ def frame_indices(n_frames: int, video_fps: float, fps: float, max_frames: int |
     with ``max_frames``, at most that many spread uniformly over those (first and last
     kept included)."""
     if fps <= 0 or (max_frames is not None and max_frames < 1):
-        raise ValueError(f"fps must be > 0 and max_frames >= 1, got {fps}, {max_frames}")
+        raise ValueError(f"fps: expected > 0 and max_frames >= 1; got {fps}, {max_frames}")
     step = max(video_fps / fps, 1.0)
     picked = np.unique(np.floor(np.arange(0, n_frames, step)).astype(np.int64))
     if max_frames is not None and len(picked) > max_frames:

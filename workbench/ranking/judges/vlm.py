@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from workbench.errors import WorkbenchError
 from workbench.ranking.judges.base import JudgeStats, Preference, RolloutRef, parse_choice
 from workbench.ranking.judges.prompts import description_prompt, preference_prompt
 from workbench.ranking.judges.video import file_digest, frame_data_url, read_frames
 
 
-class VLMError(RuntimeError):
+class VLMError(WorkbenchError, RuntimeError):
     """The server failed or answered something that is not a chat completion."""
 
 
@@ -79,15 +80,15 @@ class VLMConfig:
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+            raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
         if self.fps <= 0 or (self.max_frames is not None and self.max_frames < 1) \
                 or self.max_tokens < 1 or self.concurrency < 1:
             raise ValueError("fps, max_frames, max_tokens and concurrency must be positive")
         if self.retries < 0 or self.backoff_s < 0:
-            raise ValueError(f"retries and backoff_s must be >= 0, got {self.retries}, "
+            raise ValueError(f"retries and backoff_s: expected >= 0; got {self.retries}, "
                              f"{self.backoff_s}")
         if self.image_format not in ("jpeg", "png"):
-            raise ValueError(f"image_format must be 'jpeg' or 'png', got {self.image_format!r}")
+            raise ValueError(f"image_format: expected 'jpeg' or 'png'; got {self.image_format!r}")
 
 
 class VLMJudge:

@@ -8,7 +8,7 @@ import torch
 
 from workbench.contracts.capabilities import EpisodeContext, LoadContext
 from workbench.policies import make_policy
-from workbench.ranking import validation as va
+from workbench.studies import judge_validation as va
 from workbench.ranking.judges.base import Preference
 from workbench.ranking.sampling import demo_rollout_table
 from workbench.studies.candidates import CandidateConfig, train_candidates
@@ -164,7 +164,7 @@ def test_candidate_policies_act_from_their_files(tmp_path):
 def test_candidate_config_refuses_overlapping_families():
     with pytest.raises(ValueError, match="repeats checkpoint_demos"):
         CandidateConfig(checkpoint_demos=3, data_demos=(3,))
-    with pytest.raises(ValueError, match="checkpoint_steps must be distinct integers"):
+    with pytest.raises(ValueError, match="checkpoint_steps: expected distinct integers"):
         CandidateConfig(checkpoint_steps=(10, 10))
 
 

@@ -1,11 +1,10 @@
 """R2S-Eval's pipeline on our own rollouts: graded scripted policies ranked by a judge.
 
-Items 6(b) and 7 of the ranking issue. The policies are the graded variants of the
-MetaWorld expert (:data:`workbench.policies.scripted.GRADED_LADDER`), whose quality
-order is known, so a ranking can be checked against the truth and not only against
-success rates. Each variant runs the same episodes (task and initial state), so every
-comparison is of two rollouts from one task and one initial configuration (appendix
-D.9). The steps:
+Notebook 11 runs it. The policies are the graded variants of the MetaWorld expert
+(:data:`workbench.policies.scripted.GRADED_LADDER`), whose quality order is known, so a
+ranking can be checked against the truth and not only against success rates. Each
+variant runs the same episodes (task and initial state), so every comparison is of two
+rollouts from one task and one initial configuration (appendix D.9). The steps:
 
 1. :func:`collect_graded_rollouts`: run the evaluator once per variant, one rollout
    table out (one row per episode, anonymous ``rollout_id``);
@@ -27,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import warnings
 from dataclasses import dataclass, field
-from itertools import combinations
 from pathlib import Path
 from typing import Sequence
 
@@ -40,16 +38,22 @@ from workbench.policies.scripted import GRADED_LADDER, ScriptedExpert
 from workbench.ranking.adaptive import Oracle, adaptive_comparisons, uniform_comparisons
 from workbench.ranking.bootstrap import BootstrapResult, bootstrap_bradley_terry
 from workbench.ranking.bradley_terry import ConvergenceWarning, fit_bradley_terry_batch
-from workbench.ranking.collect import judge_comparisons
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.judges.offline import RolloutQuality, assess, pair_totals
 from workbench.ranking.metrics import mmrv, order_swap_consistency, spearman_rho
-from workbench.ranking.replay import replay_frames
-from workbench.ranking.sampling import RolloutIndex, convergence_curve, present
-from workbench.ranking.sampling import sample_comparisons, wins_from_preferences
+from workbench.ranking.sampling import (
+    RolloutIndex,
+    candidate_pairs,
+    convergence_curve,
+    present,
+    sample_comparisons,
+    wins_from_preferences,
+)
 from workbench.records.rollout import load_rollout
 from workbench.reports import read_video_frames
 from workbench.runner import run
+from workbench.studies.frame_replay import replay_frames
+from workbench.studies.judging import judge_comparisons
 
 Ladder = Sequence[Sequence[tuple[str, float]]]  # each rung: the defects it stacks
 CRITERIA = ("smoothness", "continuity", "task", "effort")
@@ -180,7 +184,7 @@ def rank_with_judge(rollouts: pd.DataFrame, judge: Judge, comparisons_per_pair: 
     """
     checkpoints = list(checkpoints or default_checkpoints(comparisons_per_pair))
     if max(checkpoints) > comparisons_per_pair or min(checkpoints) < 1:
-        raise ValueError(f"checkpoints must lie in [1, {comparisons_per_pair}], got {checkpoints}")
+        raise ValueError(f"checkpoints must lie in [1, {comparisons_per_pair}]; got {checkpoints}")
     policies = RolloutIndex(rollouts).policies
     comparisons = sample_comparisons(rollouts, comparisons_per_pair, seed=seed, policies=policies)
     preferences = judge_comparisons(comparisons, rollouts, judge, seed=seed, records=records)
@@ -224,28 +228,14 @@ def bootstrap_over_episodes(preferences: pd.DataFrame, policies: Sequence[str],
     return pd.DataFrame({"policy": list(policies), "lower": lower, "upper": upper})
 
 
-def candidate_pairs(rollouts: pd.DataFrame) -> pd.DataFrame:
-    """Every comparable rollout pair: two policies, one task and init_id.
-
-    Columns policy_i, policy_j (i before j in the table's policy order), task, init_id,
-    rollout_i, rollout_j.
-    """
-    index = RolloutIndex(rollouts)
-    rows = [(p, q, task, init, ri, rj)
-            for p, q in combinations(index.policies, 2)
-            for task, inits in index.shared(p, q).items() for init in inits
-            for ri in index.by_key[(p, task, init)] for rj in index.by_key[(q, task, init)]]
-    return pd.DataFrame(rows, columns=["policy_i", "policy_j", "task", "init_id",
-                                       "rollout_i", "rollout_j"])
-
-
 def order_swap_audit(rollouts: pd.DataFrame, judge: Judge, n_pairs: int,
                      seed: int = 0) -> pd.DataFrame:
     """Judge up to ``n_pairs`` distinct rollout pairs (drawn without replacement) twice,
     as (x, y) and as (y, x) (appendix D.8).
 
-    Columns: the pair (see :func:`candidate_pairs`), a_is_i and the first presentation
-    (policy_a/b, rollout_a/b; see :func:`~workbench.ranking.sampling.present`), first
+    Columns: the pair (see :func:`~workbench.ranking.sampling.candidate_pairs`), a_is_i
+    and the first presentation (policy_a/b, rollout_a/b; see
+    :func:`~workbench.ranking.sampling.present`), first
     and swapped (the answers, 'A'/'B'/None) and consistent (the same video won both
     times; NaN when an answer was invalid). The consistency rate
     is ``order_swap_consistency(audit["first"], audit["swapped"])``.

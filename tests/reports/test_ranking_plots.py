@@ -5,7 +5,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 
-from workbench.ranking import plots  # noqa: E402
+from workbench.reports import ranking_plots as plots  # noqa: E402
 from workbench.ranking.metrics import win_rate_matrix  # noqa: E402
 
 

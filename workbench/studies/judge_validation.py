@@ -49,9 +49,9 @@ from workbench.config import EvalConfig
 from workbench.ranking.bootstrap import bootstrap_bradley_terry
 from workbench.ranking.judges.base import Judge
 from workbench.ranking.metrics import mmrv, pearson_r, spearman_rho, success_rates
-from workbench.ranking.pipeline import candidate_pairs, rollout_table
-from workbench.ranking.sampling import RolloutIndex, present
+from workbench.ranking.sampling import RolloutIndex, candidate_pairs, present
 from workbench.runner import run
+from workbench.studies.own_rollouts import rollout_table
 
 METHODS = ("success", "preference")
 METRICS = ("spearman", "pearson", "mmrv", "ci_width")
@@ -175,7 +175,7 @@ def reference_table(reference: pd.DataFrame, level: float = 0.95) -> pd.DataFram
 def judge_episode_pairs(pool: pd.DataFrame, judge: Judge, seed: int = 0) -> pd.DataFrame:
     """Ask ``judge`` once per candidate pair per shared pool episode (random A/B).
 
-    Columns of :func:`~workbench.ranking.pipeline.candidate_pairs`, plus a_is_i and
+    Columns of :func:`~workbench.ranking.sampling.candidate_pairs`, plus a_is_i and
     the presented policy_a/b, rollout_a/b (:func:`~workbench.ranking.sampling.present`),
     winner ('A'/'B'/None) and winner_policy. A judge with ``compare_many``
     (the VLM judge) gets every question in one call.
@@ -236,7 +236,7 @@ def draw_rankings(success: ArrayLike, wins: ArrayLike, reference: ArrayLike,
     BT bootstrap width on the 0-100 score scale), ranked (the method's scores are not
     all tied), and each candidate's score as ``score[i]``.
     """
-    from workbench.contracts.stats import wilson_interval
+    from workbench.ranking.metrics import wilson_interval
 
     success, wins = np.asarray(success), np.asarray(wins)
     ref = np.asarray(reference, np.float64)

@@ -10,7 +10,7 @@ from scipy.sparse.csgraph import connected_components
 
 pytest.importorskip("metaworld", reason="MetaWorld is not installed")
 
-from workbench.ranking import pipeline as pl  # noqa: E402
+from workbench.studies import own_rollouts as pl  # noqa: E402
 from workbench.ranking.judges import OfflineJudge, RolloutRef  # noqa: E402
 from workbench.ranking.metrics import success_rates  # noqa: E402
 

@@ -138,7 +138,7 @@ def compare_with_reported(recomputed: pd.DataFrame, reported: pd.DataFrame,
     elif by == "name":
         rep = reported[cols]
     else:
-        raise ValueError(f"by must be 'name' or 'position', got {by!r}")
+        raise ValueError(f"by: expected 'name' or 'position'; got {by!r}")
     both = recomputed[cols].join(rep.add_suffix("_reported"), how="inner")
     for c in cols:
         both[f"{c}_gap"] = both[c] - both[f"{c}_reported"]

@@ -10,11 +10,13 @@ pytest.importorskip("metaworld", reason="MetaWorld is not installed")
 
 from workbench.contracts.capabilities import LoadContext  # noqa: E402
 from workbench.contracts.plan import EpisodeSpec  # noqa: E402
-from workbench.ranking import action_replay as ar  # noqa: E402
-from workbench.ranking.replay import ReplayPolicy  # noqa: E402
+from workbench.studies import action_replay as ar  # noqa: E402
+from workbench.studies import reality_gap as rg  # noqa: E402
+from workbench.studies import action_replay_table as t1  # noqa: E402
+from workbench.studies.frame_replay import ReplayPolicy  # noqa: E402
 from workbench.runtime.episode import RolloutRecorder, run_episode  # noqa: E402
 
-GAP = ar.RealityGap(friction_scale=0.6, mass_scale=1.5, damping_scale=2.0,
+GAP = rg.RealityGap(friction_scale=0.6, mass_scale=1.5, damping_scale=2.0,
                     pose_noise_m=0.01, pose_noise_rad=0.1)
 CONFIG = ar.ReplayConfig(n_attempts=8, translation_m=0.01, yaw_rad=math.pi, seed=0)
 SCALE_RTOL = 1e-12  # scaled model values are products of two doubles
@@ -27,23 +29,23 @@ BIN_TRAJECTORIES = 5  # at seed 0: exhausted, recovered on a retry, and first-at
 def bin_picking():
     """Five real bin-picking runs and their replays, with the adapter that replayed them."""
     real = ar.record_real(BIN_PICKING, BIN_TRAJECTORIES, GAP, seed=CONFIG.seed)
-    sim = ar.GapMetaWorldAdapter(f"MT1:{BIN_PICKING}", ar.RealityGap.none())
+    sim = rg.GapMetaWorldAdapter(f"MT1:{BIN_PICKING}", rg.RealityGap.none())
     outcomes = [ar.automatic_replay(sim, t, CONFIG) for t in real]
     yield real, outcomes, sim
     sim.close()
 
 
 def _model(task, gap):
-    adapter = ar.GapMetaWorldAdapter(f"MT1:{task}", gap)
+    adapter = rg.GapMetaWorldAdapter(f"MT1:{task}", gap)
     return adapter, adapter.environment(task).model
 
 
 # -- the "real" world's dynamics -----------------------------------------------------------
 def test_dynamics_gap_scales_the_model_and_nothing_else():
-    nominal_adapter, nominal = _model("push-v3", ar.RealityGap.none())
+    nominal_adapter, nominal = _model("push-v3", rg.RealityGap.none())
     real_adapter, real = _model("push-v3", GAP)
     try:
-        geoms, bodies = ar.object_geoms(nominal), ar.object_bodies(nominal)
+        geoms, bodies = rg.object_geoms(nominal), rg.object_bodies(nominal)
         assert len(geoms) and len(bodies)
         np.testing.assert_allclose(real.geom_friction[geoms, 0],
                                    0.6 * nominal.geom_friction[geoms, 0], rtol=SCALE_RTOL)
@@ -75,7 +77,7 @@ def test_dynamics_are_scaled_once_not_at_every_reset():
 
 
 def test_a_task_without_a_free_object_is_refused():
-    adapter = ar.GapMetaWorldAdapter("MT1:drawer-open-v3", GAP)
+    adapter = rg.GapMetaWorldAdapter("MT1:drawer-open-v3", GAP)
     try:
         with pytest.raises(ValueError, match="no free object"):
             adapter.environment("drawer-open-v3")
@@ -85,28 +87,28 @@ def test_a_task_without_a_free_object_is_refused():
 
 def test_yaw_invariance_follows_the_object_shape():
     for task, expected in (("push-v3", True), ("bin-picking-v3", False)):
-        adapter, model = _model(task, ar.RealityGap.none())
+        adapter, model = _model(task, rg.RealityGap.none())
         try:
-            assert ar.yaw_invariant(model) is expected, task
+            assert rg.yaw_invariant(model) is expected, task
         finally:
             adapter.close()
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"friction_scale": 0.0}, "friction_scale must be a finite number > 0"),
-    ({"damping_scale": float("nan")}, "damping_scale must be a finite number > 0"),
-    ({"pose_noise_m": -0.01}, "pose_noise_m must be a finite number >= 0"),
+    ({"friction_scale": 0.0}, "friction_scale: expected a finite number > 0"),
+    ({"damping_scale": float("nan")}, "damping_scale: expected a finite number > 0"),
+    ({"pose_noise_m": -0.01}, "pose_noise_m: expected a finite number >= 0"),
 ])
 def test_reality_gap_refuses_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        ar.RealityGap(**kwargs)
+        rg.RealityGap(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"n_attempts": 0}, "n_attempts must be an integer >= 1"),
-    ({"n_attempts": 2.5}, "n_attempts must be an integer >= 1"),
-    ({"translation_m": -1.0}, "translation_m must be a finite number >= 0"),
-    ({"yaw_rad": float("inf")}, "yaw_rad must be a finite number >= 0"),
+    ({"n_attempts": 0}, "n_attempts: expected an integer >= 1"),
+    ({"n_attempts": 2.5}, "n_attempts: expected an integer >= 1"),
+    ({"translation_m": -1.0}, "translation_m: expected a finite number >= 0"),
+    ({"yaw_rad": float("inf")}, "yaw_rad: expected a finite number >= 0"),
 ])
 def test_replay_config_refuses_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -115,7 +117,7 @@ def test_replay_config_refuses_bad_values(kwargs, message):
 
 # -- poses ---------------------------------------------------------------------------------
 def test_pose_estimate_noise_has_the_configured_scale_and_is_seeded():
-    true = ar.ObjectPose(0.05, 0.6, 0.3)
+    true = rg.ObjectPose(0.05, 0.6, 0.3)
     rng = np.random.default_rng(7)
     errors = np.array([ar.estimate_pose(true, GAP, rng).as_array() - true.as_array()
                        for _ in range(2000)])
@@ -138,12 +140,12 @@ def test_recorded_estimates_differ_from_true_poses_by_the_noise(bin_picking):
 
 
 def test_place_object_puts_the_object_at_the_pose():
-    adapter = ar.GapMetaWorldAdapter("MT1:bin-picking-v3")
+    adapter = rg.GapMetaWorldAdapter("MT1:bin-picking-v3")
     try:
-        pose = ar.ObjectPose(-0.05, 0.68, 2.5)
+        pose = rg.ObjectPose(-0.05, 0.68, 2.5)
         adapter.object_pose = pose
         adapter.reset(EpisodeSpec("metaworld", adapter.suite, BIN_PICKING, 0, 0))
-        placed = ar.read_object_pose(adapter.environment(BIN_PICKING))
+        placed = rg.read_object_pose(adapter.environment(BIN_PICKING))
         np.testing.assert_allclose(placed.as_array(), pose.as_array(), atol=1e-9)
         obs = adapter.observe(["privileged.state"])["privileged.state"]
         np.testing.assert_allclose(obs[4:6], [pose.x, pose.y], atol=1e-6)  # the policy sees it
@@ -154,8 +156,8 @@ def test_place_object_puts_the_object_at_the_pose():
 # -- replay --------------------------------------------------------------------------------
 def test_replay_without_any_gap_reproduces_the_recording_exactly():
     task = "push-v3"
-    real = ar.record_real(task, 3, ar.RealityGap.none(), seed=0)
-    sim = ar.GapMetaWorldAdapter(f"MT1:{task}", ar.RealityGap.none())
+    real = ar.record_real(task, 3, rg.RealityGap.none(), seed=0)
+    sim = rg.GapMetaWorldAdapter(f"MT1:{task}", rg.RealityGap.none())
     try:
         for t in real:
             assert t.estimated_pose == t.true_pose
@@ -225,7 +227,7 @@ def test_table_one_matches_the_rows(bin_picking):
     extra = ar.ReplayOutcome("push-v3", 0, True, True, True, 1, np.zeros((1, 3)))
     skipped = ar.ReplayOutcome("push-v3", 1, False, False, False, 0, np.zeros((0, 3)))
     rows = pd.DataFrame([o.row() for o in [*outcomes, extra, skipped]])
-    table = ar.table_one(rows).set_index("task")
+    table = t1.table_one(rows).set_index("task")
     assert list(table.index) == [BIN_PICKING, "push-v3", "Total / Avg."]
     bins = [o for o in outcomes]
     assert table.loc[BIN_PICKING, "trajectories"] == len(bins)
@@ -252,5 +254,5 @@ def test_action_replay_rows_are_reproducible_and_plot():
     pd.testing.assert_frame_equal(one, two)
     assert set(one.columns) >= {"task", "real_success", "first_attempt", "within_n",
                                 "attempts", "offsets", "position_error_m", "yaw_invariant"}
-    fig, ax = ar.plot_table_one(ar.table_one(one))
+    fig, ax = t1.plot_table_one(t1.table_one(one))
     assert len(ax.texts) == 2 * 3  # one task and the total, three rates each

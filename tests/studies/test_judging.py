@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from workbench.ranking.bradley_terry import ConvergenceWarning
-from workbench.ranking.collect import judge_comparisons
+from workbench.studies.judging import judge_comparisons
 from workbench.ranking.judges.base import Preference
 from workbench.ranking.judges.offline import OfflineJudge
 from workbench.ranking.synthetic import synthetic_rollout

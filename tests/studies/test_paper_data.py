@@ -5,7 +5,7 @@ import os
 import pandas as pd
 import pytest
 
-from workbench.ranking import paper_data as pdata
+from workbench.studies import paper_data as pdata
 
 ROUNDING = 0.0006  # the paper prints three decimals
 
@@ -86,7 +86,7 @@ def test_unknown_setting():
 def test_budget_averaging_blurs_near_ties_and_leaves_clear_orders_alone():
     import pandas as pd
 
-    from workbench.ranking import paper_data as pdata
+    from workbench.studies import paper_data as pdata
 
     reference = pd.Series({"a": 80.0, "b": 50.0, "c": 49.0, "d": 10.0})
     scores = pd.DataFrame({"a": [60.0, 40.0], "b": [25.0, 30.0], "c": [14.0, 29.9],

@@ -1,12 +1,8 @@
-"""Figures for rankings: scores with intervals, convergence, win rates, real vs sim.
+"""Figures of the ranking studies: real against simulated success and the paper's
+reported numbers against ours (notebook 10), rollouts' trajectories and frames side by
+side (notebook 11), and the judge validation's heat maps (notebook 14).
 
-Every function is ``plot_*(..., ax=None) -> (fig, ax)``; save with
-:func:`workbench.reports.save_figure`.
-
->>> import matplotlib; matplotlib.use("Agg")
->>> fig, ax = plot_scores(["a", "b"], [60.0, 40.0], [55.0, 35.0], [65.0, 45.0])
->>> ax.get_ylabel()
-'BT score (0-100)'
+Every function is ``plot_*(..., ax=None) -> (fig, ax)``.
 """
 
 from __future__ import annotations
@@ -15,54 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike
 
-from workbench.contracts.plotting import figure_axes
-from workbench.ranking.metrics import win_rate_matrix
-
-
-def plot_scores(policies: Sequence[str], scores: ArrayLike, lower: ArrayLike | None = None,
-                upper: ArrayLike | None = None, ax: Any = None) -> tuple[Any, Any]:
-    """Bars of BT scores per policy, with interval whiskers when given."""
-    fig, ax = figure_axes(ax, (6, 4))
-    s = np.asarray(scores, np.float64)
-    err = None
-    if lower is not None and upper is not None:
-        # clipped at 0: with a policy that never loses, the percentile interval of the
-        # bootstrap need not contain the (iteration-capped) point estimate
-        err = np.clip(np.vstack([s - np.asarray(lower), np.asarray(upper) - s]), 0, None)
-    ax.bar(list(policies), s, yerr=err, capsize=4, color="tab:blue", alpha=0.8)
-    ax.set_ylabel("BT score (0-100)")
-    ax.tick_params(axis="x", rotation=30)
-    return fig, ax
-
-
-def plot_convergence(curve: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
-    """Score per policy against comparisons per pair (from ``convergence_curve``)."""
-    fig, ax = figure_axes(ax, (6, 4))
-    for policy, part in curve.groupby("policy", sort=False):
-        ax.plot(part["checkpoint"], part["score"], marker=".", label=str(policy))
-        if "lower" in part:
-            ax.fill_between(part["checkpoint"], part["lower"], part["upper"], alpha=0.15)
-    ax.set_xlabel("comparisons per policy pair")
-    ax.set_ylabel("BT score (0-100)")
-    ax.legend(fontsize="small")
-    return fig, ax
-
-
-def plot_win_rates(wins: ArrayLike, policies: Sequence[str], ax: Any = None) -> tuple[Any, Any]:
-    """Seaborn heat map of win rates, each cell annotated: the row policy's share of
-    wins against the column policy (blank where a pair was never compared)."""
-    import seaborn as sns
-
-    fig, ax = figure_axes(ax, (5, 4.5))
-    rates = pd.DataFrame(win_rate_matrix(wins), index=list(policies), columns=list(policies))
-    sns.heatmap(rates, vmin=0, vmax=1, cmap="RdBu_r", annot=True, fmt=".2f",
-                annot_kws={"fontsize": 7}, square=True, cbar_kws={"label": "win rate"}, ax=ax)
-    ax.set_xticklabels(ax.get_xticklabels(), rotation=45, ha="right")
-    ax.set_xlabel("against")
-    ax.set_ylabel("policy")
-    return fig, ax
+from workbench.reports.axes import figure_axes
 
 
 def plot_real_vs_sim(means: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
@@ -79,6 +29,7 @@ def plot_real_vs_sim(means: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     return fig, ax
 
 
+
 def plot_real_sim_gaps(gaps: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Heat map of sim - real success (pp) per task (rows) and policy (columns)."""
     fig, ax = figure_axes(ax, (7, 4.5))
@@ -89,6 +40,7 @@ def plot_real_sim_gaps(gaps: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     ax.set_yticks(range(table.shape[0]), list(table.index))
     fig.colorbar(image, ax=ax, label="sim - real (pp)")
     return fig, ax
+
 
 
 def plot_reported_vs_recomputed(compared: pd.DataFrame, metric: str, ax: Any = None) -> tuple[Any, Any]:
@@ -105,6 +57,7 @@ def plot_reported_vs_recomputed(compared: pd.DataFrame, metric: str, ax: Any = N
     ax.margins(y=0.2)
     ax.legend(fontsize="small")
     return fig, ax
+
 
 
 def plot_trajectory_pair(paths: Sequence[str], labels: Sequence[str], ax: Any = None,
@@ -135,6 +88,7 @@ def plot_trajectory_pair(paths: Sequence[str], labels: Sequence[str], ax: Any = 
     return fig, ax
 
 
+
 def plot_frame_pair(rows: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
                     ax: Any = None) -> tuple[Any, Any]:
     """Frame strips stacked: ``rows[k]`` (frames of one rollout, spread over its episode)
@@ -159,35 +113,11 @@ def plot_frame_pair(rows: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
     return fig, ax
 
 
-def plot_agreement(table: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
-    """Seaborn heat map of an agreement table (from
-    :func:`workbench.ranking.agreement.agreement_table`), each cell annotated: per rater
-    (row, with its pair count), agreement with the majority and Cohen's kappa (both on a
-    -1..1 colour scale; blank where undefined).
-
-    >>> import matplotlib; matplotlib.use("Agg")
-    >>> table = pd.DataFrame({"n_pairs": [10], "agreement": [0.9], "cohen_kappa": [0.8]},
-    ...                      index=pd.Index(["judge"], name="rater"))
-    >>> fig, ax = plot_agreement(table)
-    >>> [t.get_text() for t in ax.texts]
-    ['0.90', '0.80']
-    """
-    import seaborn as sns
-
-    fig, ax = figure_axes(ax, (5, 1.0 + 0.45 * len(table)))
-    values = table[["agreement", "cohen_kappa"]].astype(float)
-    values.index = [f"{rater} (n={n})" for rater, n in zip(table.index, table["n_pairs"])]
-    values.columns = ["agreement with majority", "Cohen's kappa"]
-    sns.heatmap(values, vmin=-1, vmax=1, center=0, cmap="RdBu_r", annot=True, fmt=".2f",
-                cbar_kws={"label": "agreement / kappa"}, ax=ax)
-    ax.set_ylabel("rater")
-    return fig, ax
-
 
 def plot_validation(summary: pd.DataFrame, ax: Any = None) -> tuple[Any, Any]:
     """Heatmaps (seaborn) of median Spearman and MMRV per method and K, each cell
     annotated ``median [lower, upper]`` (from
-    :func:`workbench.ranking.validation.summarize_validation`); ``ax``: two axes or None."""
+    :func:`workbench.studies.judge_validation.summarize_validation`); ``ax``: two axes or None."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
