@@ -45,6 +45,7 @@ _EXPORTS = {
     "WorkbenchError": "workbench.errors",
     "check_adapter": "workbench.checks",
     "check_policy": "workbench.checks",
+    "compare": "workbench.comparison",
     "create_campaign": "workbench.campaigns",
     "get_protocol": "workbench.contracts",
     "load_config": "workbench.config",

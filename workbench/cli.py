@@ -238,6 +238,23 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if table["status"].eq("ok").all() else 1
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from workbench.comparison import compare, describe
+    from workbench.config import load_config
+
+    config = load_config(args.config, _parse_set(args.set), "--set")
+    result = compare(config, args.policies, alpha=args.alpha, max_episodes=args.max_episodes,
+                     metric=args.metric, round_episodes=args.round_episodes,
+                     on_round=None if args.json else _print_round)
+    print("\n".join(result.to_json_lines()) if args.json else describe(result))
+    return 0
+
+
+def _print_round(round_: int, pairs: Any) -> None:
+    decided = int(pairs["decided"].sum())
+    print(f"round {round_ + 1}: {decided} of {len(pairs)} pairs decided", file=sys.stderr)
+
+
 def cmd_check_adapter(args: argparse.Namespace) -> int:
     from workbench.checks import check_adapter
 
@@ -384,6 +401,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "benchmarks", "List each benchmark family, its protocol, suites and "
                                 "whether it runs here.", cmd_benchmarks)
     p.add_argument("--markdown", action="store_true", help="as the support matrix of docs/evaluate.md")
+    p = _add(sub, "compare", "Compare policies on the same episodes in rounds, each pair "
+                             "with an anytime-valid test that stops when it is decided.",
+             cmd_compare)
+    p.add_argument("config", help="the YAML config: benchmark, suite, tasks, episodes (the "
+                                  "budget per task), output_dir")
+    p.add_argument("--policies", nargs="+", required=True, metavar="[LABEL=]POLICY",
+                   help="two or more policies (a registered name, an entry point or "
+                        "package.module:Policy), each optionally labelled")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="chance of any wrong decision, split over the pairs (default 0.05)")
+    p.add_argument("--max-episodes", type=int, default=None,
+                   help="paired episodes per task at most (default: the config's episodes)")
+    p.add_argument("--metric", default="success", choices=["success", "progress"],
+                   help="what is compared (default success)")
+    p.add_argument("--round-episodes", type=int, default=1,
+                   help="episodes per task in a round (default 1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (as for eval); repeatable")
+    p.add_argument("--json", action="store_true", help="one JSON object per pair")
     p = _add(sub, "check-adapter", "Check that a benchmark adapter keeps the contracts the "
                                    "runtime relies on (exit 1 on a failed check).",
              cmd_check_adapter)

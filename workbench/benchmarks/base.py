@@ -173,6 +173,16 @@ class BenchmarkAdapter(abc.ABC):
     def trajectory_state(self) -> np.ndarray:
         """A small float32 vector recorded every step for rollout analysis."""
 
+    progress_measure: str | None = None
+    """What :meth:`step_progress` measures, in words, when the adapter declares a progress
+    measure (None: it declares none; an episode's progress is then not recorded)."""
+
+    def step_progress(self, result: StepResult) -> float | None:
+        """How far toward success the state after the step ``result`` reports is, in
+        [0, 1); None when the adapter declares no progress measure. An episode's progress
+        is 1 for a success, else the best over its steps (so it is monotone in success)."""
+        return None
+
     def render(self, feature: str) -> np.ndarray:
         """One camera feature, rendered now (for videos)."""
         return self.observe([feature])[feature]

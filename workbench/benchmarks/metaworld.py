@@ -151,6 +151,12 @@ class MetaWorldAdapter(CachedEnvAdapter, BenchmarkAdapter):
         done = success or truncated or self._steps >= self.max_steps
         return StepResult(float(reward), success, done, info)
 
+    progress_measure = ("MetaWorld's shaped reward (10 at the goal) over 10, capped below 1: "
+                        "the best of the episode, 1 for a success")
+
+    def step_progress(self, result: StepResult) -> float | None:
+        return min(max(float(result.reward) / 10.0, 0.0), 0.999)
+
     def observe(self, features: Sequence[str]) -> dict[str, Any]:
         if self._obs is None:
             raise RuntimeError("MetaWorldAdapter.observe() before reset()")

@@ -94,6 +94,7 @@ class EpisodeResult:
     rejections: int = 0
     termination: str | None = None
     interactions_path: str | None = None
+    progress: float | None = None
 
     def __post_init__(self) -> None:
         if self.error_message is not None:

@@ -1,13 +1,18 @@
 """Ranking policies from pairwise preferences, after R2S-Eval.
 
-Bradley-Terry fits (MM) and bootstrap intervals, validation metrics (Spearman, Pearson,
-MMRV, ...), pair sampling with nested checkpoints, adaptive allocation of judge calls,
-judges (VLM, human, offline heuristic) in :mod:`workbench.ranking.judges`, and the
-paper's published numbers in :mod:`workbench.studies.paper_data`.
+The statistics core: Bradley-Terry fits (MM) and bootstrap intervals, task-aware
+Bradley-Terry (:mod:`.task_bt`), validation metrics (Spearman, Pearson, MMRV, Wilson
+intervals, ...), pair sampling with nested checkpoints, adaptive allocation of judge
+calls, anytime-valid paired tests that stop when decided (:mod:`.sequential`); the
+judges (VLM, human, offline heuristic) in :mod:`workbench.ranking.judges`; human
+annotation and agreement (:mod:`.annotation`, :mod:`.agreement`). numpy, pandas, SciPy
+and scikit-learn only: no plotting (:mod:`workbench.reports.ranking_plots` draws
+rankings), no simulator, no runner. The studies that run rollouts to rank them (own
+rollouts, judge validation, action replay, the paper's numbers) are
+:mod:`workbench.studies`.
 
 Names load on first use (a module ``__getattr__``): ``import workbench.ranking`` or
-``workbench.ranking.bradley_terry`` loads the statistics core only, never the runner,
-the simulators or Ray.
+``workbench.ranking.bradley_terry`` loads the statistics core only.
 
 >>> from workbench.ranking import fit_bradley_terry, mmrv
 >>> fit_bradley_terry([[0, 2], [2, 0]]).scores.tolist()
@@ -22,17 +27,23 @@ _EXPORTS = {
     "BTResult": "workbench.ranking.bradley_terry",
     "BootstrapResult": "workbench.ranking.bootstrap",
     "ConvergenceWarning": "workbench.ranking.bradley_terry",
+    "Decision": "workbench.ranking.sequential",
     "DisconnectedComparisonsWarning": "workbench.ranking.bradley_terry",
     "RolloutIndex": "workbench.ranking.sampling",
+    "TaskBTResult": "workbench.ranking.task_bt",
     "adaptive_comparisons": "workbench.ranking.adaptive",
     "agreement_rate": "workbench.ranking.metrics",
     "bootstrap_bradley_terry": "workbench.ranking.bootstrap",
     "bt_oracle": "workbench.ranking.adaptive",
     "checkpoints": "workbench.ranking.sampling",
     "convergence_curve": "workbench.ranking.sampling",
+    "decide": "workbench.ranking.sequential",
     "demo_rollout_table": "workbench.ranking.sampling",
+    "first_decision": "workbench.ranking.sequential",
     "fit_bradley_terry": "workbench.ranking.bradley_terry",
     "fit_bradley_terry_batch": "workbench.ranking.bradley_terry",
+    "fit_task_bradley_terry": "workbench.ranking.task_bt",
+    "fixed_size_episodes": "workbench.ranking.sequential",
     "fleiss_kappa": "workbench.ranking.agreement",
     "judge_agreement_table": "workbench.ranking.agreement",
     "load_annotation_files": "workbench.ranking.agreement",

@@ -161,6 +161,7 @@ CREATE TABLE IF NOT EXISTS judge_stats (
 # columns added after the first release, with their types (older files gain them on open)
 _ADDED_COLUMNS = {"policy_calls": "INTEGER", "observations": "INTEGER",
                   "decisions": "INTEGER", "rejections": "INTEGER", "termination": "TEXT",
+                  "progress": "REAL",
                   "interactions_path": "TEXT", "interrupted": "INTEGER NOT NULL DEFAULT 0",
                   "attempt": "INTEGER NOT NULL DEFAULT 0", "holder": "TEXT",
                   "heartbeat_at": "REAL"}
@@ -675,13 +676,14 @@ class RecordStore:
                 "UPDATE episodes SET status='finished', finished_at=?, success=?, terminal_step=?,"
                 " steps=?, wall_s=?, error_kind=?, error_message=?, video_path=?, rollout_path=?,"
                 " policy_calls=?, observations=?, decisions=?, rejections=?, termination=?,"
-                " interactions_path=?"
+                " interactions_path=?, progress=?"
                 " WHERE run_id=? AND episode_id=? AND status='claimed'",
                 (time.time(), int(result.success), result.terminal_step, result.steps,
                  result.wall_s, None if result.error_kind is None else result.error_kind.value,
                  result.error_message, result.video_path, result.rollout_path,
                  result.policy_calls, result.observations, result.decisions, result.rejections,
-                 result.termination, result.interactions_path, run_id, episode_id))
+                 result.termination, result.interactions_path, result.progress, run_id,
+                 episode_id))
             if cur.rowcount != 1:
                 raise ValueError(f"episode {episode_id!r} of run {run_id!r} is not claimed; "
                                  "results are written once, to claimed episodes")
@@ -742,7 +744,7 @@ class RecordStore:
                           " finished_at=NULL, success=NULL, terminal_step=NULL, steps=NULL, "
                           "wall_s=NULL, error_kind=NULL, error_message=NULL, video_path=NULL, "
                           "rollout_path=NULL, policy_calls=NULL, observations=NULL, "
-                          "decisions=NULL, rejections=NULL, termination=NULL, "
+                          "decisions=NULL, rejections=NULL, termination=NULL, progress=NULL, "
                           "interactions_path=NULL, interrupted=0, holder=NULL, "
                           "heartbeat_at=NULL WHERE run_id=? AND episode_id=?", (run_id, eid))
 
@@ -908,14 +910,15 @@ class RecordStore:
     _NUMERIC = ("episode_index", "init_state_id", "seed", "diagnostic", "claimed_at",
                 "finished_at", "success", "terminal_step", "steps", "wall_s", "policy_calls",
                 "observations", "decisions", "rejections", "interrupted", "attempt",
-                "heartbeat_at")
+                "heartbeat_at", "progress")
 
     def _typed(self, df: pd.DataFrame) -> pd.DataFrame:
         """Columns in their types; a value that is not (a number where one belongs, a
         flag other than 0/1, an unknown status) is emptied and named in ``problems``."""
         for column in ("video_path", "rollout_path", "interactions_path", "termination",
                        "error_message", "holder", "worker", "policy_calls", "observations",
-                       "decisions", "rejections", "interrupted", "attempt", "heartbeat_at"):
+                       "decisions", "rejections", "interrupted", "attempt", "heartbeat_at",
+                       "progress"):
             if column not in df:
                 df[column] = 0 if column in ("interrupted", "attempt") else None
         bad: list[str] = []
@@ -962,6 +965,7 @@ class RecordStore:
                 "decisions": _int_or_none(row["decisions"]),
                 "rejections": _int_or_none(row["rejections"]),
                 "termination": row["termination"], "interrupted": bool(row["interrupted"]),
+                "progress": None if pd.isna(row["progress"]) else float(row["progress"]),
                 "attempt": int(row["attempt"]), "worker": row["worker"],
                 "error": None if pd.isna(row["error_kind"]) else
                 {"kind": row["error_kind"], "message": row["error_message"]},

@@ -141,10 +141,19 @@ def run_episode(adapter: BenchmarkAdapter, policy: Any, spec: EpisodeSpec,
                                time.perf_counter() - start, kind, message,
                                policy_calls=loop.policy_calls, observations=stepper.observations,
                                decisions=loop.decisions, rejections=loop.rejections,
-                               termination=termination)
+                               termination=termination,
+                               progress=_progress(terminal is not None, stepper))
     for observer in observers:
         observer.on_end(adapter, spec, result)
     return result
+
+
+def _progress(success: bool, stepper: "EpisodeStepper") -> float | None:
+    """The episode's progress: 1 for a success, else the best its steps reported; None
+    where the adapter declares no progress measure."""
+    if success and stepper.adapter.progress_measure is not None:
+        return 1.0
+    return stepper.best_progress
 
 
 POLICY_FAULTS = (Exception, SystemExit)
@@ -164,6 +173,7 @@ class EpisodeStepper:
         self.adapter, self.spec, self.observers = adapter, spec, tuple(observers)
         self.steps = 0
         self.observations = 0
+        self.best_progress: float | None = None
 
     def reset(self) -> None:
         start = time.perf_counter()
@@ -195,6 +205,9 @@ class EpisodeStepper:
         start = time.perf_counter()
         result = self.adapter.step(action)
         self.steps += 1
+        progress = self.adapter.step_progress(result)
+        if progress is not None and (self.best_progress is None or progress > self.best_progress):
+            self.best_progress = float(progress)
         self.notify("after_step", self.adapter, step, action, result,
                     time.perf_counter() - start)
         return result

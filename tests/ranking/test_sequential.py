@@ -1,0 +1,94 @@
+"""Anytime-valid paired tests (workbench.ranking.sequential): under the null they decide
+at most alpha of the time even when looked at after every episode, and a clear difference
+is decided in fewer episodes than a fixed-size test of the same alpha needs."""
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from workbench.ranking.sequential import (betting_e_process, decide, discordant_e_value,
+                                          first_decision, fixed_size_episodes)
+
+ALPHA = 0.05
+SIMULATIONS = 1000
+EPISODES = 200
+
+
+def kt_process(a, b):
+    """discordant_e_value after every paired episode, vectorised over simulations."""
+    a_only = np.cumsum((a == 1) & (b == 0), axis=-1)
+    b_only = np.cumsum((a == 0) & (b == 1), axis=-1)
+    n = a_only + b_only
+    return np.exp(gammaln(a_only + 0.5) + gammaln(b_only + 0.5) - gammaln(n + 1.0)
+                  - 2 * gammaln(0.5) + n * np.log(2.0))
+
+
+def null_pairs(rng, shape):
+    """Two copies of one policy: each episode's success chance drawn per episode (tasks
+    and initial states differ), both copies' outcomes independent given it."""
+    p = rng.uniform(0.1, 0.9, shape)
+    return (rng.random(shape) < p).astype(int), (rng.random(shape) < p).astype(int)
+
+
+def test_the_vectorised_process_is_the_published_one():
+    rng = np.random.default_rng(0)
+    a, b = null_pairs(rng, (3, 40))
+    for k in range(3):
+        for end in (1, 17, 40):
+            x, y = a[k, :end], b[k, :end]
+            assert kt_process(x, y)[-1] == pytest.approx(
+                discordant_e_value(int(((x == 1) & (y == 0)).sum()),
+                                   int(((x == 0) & (y == 1)).sum())))
+
+
+def test_success_type_one_error_under_the_null_looking_after_every_episode():
+    a, b = null_pairs(np.random.default_rng(1), (SIMULATIONS, EPISODES))
+    ever = (kt_process(a, b) >= 1 / ALPHA).any(axis=1)
+    assert ever.mean() <= ALPHA, ever.mean()
+
+
+def test_progress_type_one_error_under_the_null_looking_after_every_episode():
+    rng = np.random.default_rng(2)
+    quality = rng.beta(2, 2, (SIMULATIONS, EPISODES))  # the episode's difficulty
+    a = np.clip(quality + rng.normal(0, 0.15, quality.shape), 0, 1)
+    b = np.clip(quality + rng.normal(0, 0.15, quality.shape), 0, 1)
+    ever = [(betting_e_process((x - y).tolist()) >= 1 / ALPHA).any() for x, y in zip(a, b)]
+    assert np.mean(ever) <= ALPHA, np.mean(ever)
+
+
+def test_a_clear_difference_is_decided_sooner_than_a_fixed_size_test_needs():
+    rng = np.random.default_rng(3)
+    p_a, p_b = 0.85, 0.35
+    used, wrong = [], 0
+    for _ in range(200):
+        a = (rng.random(EPISODES) < p_a).astype(int)
+        b = (rng.random(EPISODES) < p_b).astype(int)
+        state = first_decision(a, b, ALPHA)
+        assert state.decided
+        used.append(state.episodes)
+        wrong += state.winner != "a"
+    fixed = fixed_size_episodes(p_a * (1 - p_b), p_b * (1 - p_a), ALPHA)
+    assert wrong == 0
+    assert np.median(used) < fixed, (np.median(used), fixed)
+
+
+def test_progress_decides_a_better_policy():
+    rng = np.random.default_rng(4)
+    a = np.clip(rng.normal(0.7, 0.1, 100), 0, 1)
+    b = np.clip(rng.normal(0.4, 0.1, 100), 0, 1)
+    state = first_decision(a, b, ALPHA, metric="progress")
+    assert state.winner == "a" and state.episodes < 30, state
+
+
+@pytest.mark.parametrize("a, b, alpha, metric, message", [
+    ([1, 0], [1], 0.05, "success", "expected as many for a as for b"),
+    ([1, float("nan")], [1, 0], 0.05, "success", "finite values in"),
+    ([1, 2], [1, 0], 0.05, "success", "finite values in"),
+    ([1], [0], 0.0, "success", "alpha: expected a number in"),
+    ([1], [0], float("inf"), "success", "alpha: expected a number in"),
+    ([1], [0], 0.05, "median", "metric: expected one of"),
+    ([[1]], [[0]], 0.05, "success", "a 1-D sequence"),
+])
+def test_bad_input_is_one_clear_error(a, b, alpha, metric, message):
+    with pytest.raises(ValueError, match=message):
+        decide(a, b, alpha, metric)

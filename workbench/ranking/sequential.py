@@ -1,0 +1,181 @@
+"""Paired comparisons that stop when the answer is in: anytime-valid tests.
+
+Two policies run the same episodes (task, initial state, seed), so each episode gives one
+paired observation. The tests here are e-processes: nonnegative supermartingales under
+the null hypothesis "no difference", so by Ville's inequality the chance that one ever
+reaches ``1 / alpha`` is at most ``alpha``, however often it is looked at and whenever the
+comparison stops (optional stopping is allowed; nothing is "peeked" at).
+
+- **Success** (:func:`discordant_e_value`): only discordant pairs carry information (one
+  policy succeeded, the other failed). Under the null each discordant pair is a fair
+  coin; the e-value is the likelihood ratio of a Krichevsky-Trofimov mixture over the coin's
+  bias (Beta(1/2, 1/2)) against the fair coin, which bets on either direction at once.
+  It needs 7 discordant pairs all one way to pass ``1 / 0.05``.
+- **Progress** (:func:`betting_e_value`): paired differences in [-1, 1]; a two-sided
+  betting e-process (Waudby-Smith and Ramdas' hedged capital) with predictable bets
+  from the differences seen so far.
+
+Several pairs at once are tested at ``alpha / pairs`` each (Bonferroni), so the chance
+of any false decision stays below ``alpha``.
+
+>>> round(discordant_e_value(7, 0), 1), round(discordant_e_value(3, 3), 2)
+(26.8, 0.31)
+>>> decide([1] * 7, [0] * 7, alpha=0.05).winner
+'a'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+METRICS = ("success", "progress")
+MAX_BET = 0.75  # the most of its capital a betting test stakes on one paired difference
+
+
+def discordant_e_value(a_only: int, b_only: int) -> float:
+    """The KT-mixture e-value of ``a_only`` pairs where only A succeeded and ``b_only``
+    where only B did, against "either is as likely" (concordant pairs carry nothing)."""
+    n = a_only + b_only
+    log_e = (math.lgamma(a_only + 0.5) + math.lgamma(b_only + 0.5) - math.lgamma(n + 1.0)
+             - 2 * math.lgamma(0.5) + n * math.log(2.0))
+    return math.exp(log_e)
+
+
+def betting_e_process(differences: Sequence[float]) -> np.ndarray:
+    """The two-sided betting e-process for paired differences in [-1, 1] having mean 0,
+    after each difference: the average capital of a bettor on "A better" and one on "B
+    better", each staking a predictable fraction (from the differences before it, capped
+    at ``MAX_BET``) of its capital."""
+    up = down = 1.0
+    total = square = 0.0
+    out = np.empty(len(differences))
+    for t, d in enumerate(differences):
+        if t:
+            mean = total / t
+            bet = min(MAX_BET, abs(mean) / (square / t + 1e-12))
+            up *= 1.0 + (bet if mean > 0 else 0.0) * d
+            down *= 1.0 - (bet if mean < 0 else 0.0) * d
+        total, square = total + d, square + d * d
+        out[t] = 0.5 * (up + down)
+    return out
+
+
+def betting_e_value(differences: Sequence[float]) -> float:
+    """:func:`betting_e_process` after the last difference (1.0 for none)."""
+    process = betting_e_process(differences)
+    return float(process[-1]) if len(process) else 1.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a paired test stands: ``episodes`` paired observations, its e-value against
+    ``threshold`` (1 / alpha), and ``winner`` ("a", "b" or None while undecided)."""
+
+    episodes: int
+    statistic: float
+    threshold: float
+    winner: str | None
+    a_only: int
+    b_only: int
+    mean_a: float
+    mean_b: float
+
+    @property
+    def decided(self) -> bool:
+        return self.winner is not None
+
+
+def _bounded(values: Sequence[float], name: str) -> np.ndarray:
+    array = np.asarray(values, np.float64)
+    if array.ndim != 1 or not np.all(np.isfinite(array)) or array.size and (
+            array.min() < 0 or array.max() > 1):
+        raise ValueError(f"{name}: expected a 1-D sequence of finite values in [0, 1]; got "
+                         f"{array.shape if array.ndim != 1 else 'values outside it'}")
+    return array
+
+
+def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
+           metric: str = "success") -> Decision:
+    """The test of the paired outcomes so far (``a[i]`` and ``b[i]`` from the same episode,
+    in the order they were planned): decided when the e-value reaches ``1 / alpha``, for
+    the side with the better total."""
+    if metric not in METRICS:
+        raise ValueError(f"metric: expected one of {list(METRICS)}; got {metric!r}")
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValueError(f"alpha: expected a number in (0, 1); got {alpha!r}")
+    x, y = _bounded(a, "a"), _bounded(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired outcomes: expected as many for a as for b; got {x.size} "
+                         f"and {y.size}")
+    if metric == "success":
+        a_only, b_only = int(np.sum((x > 0.5) & (y <= 0.5))), int(np.sum((y > 0.5) & (x <= 0.5)))
+        statistic = discordant_e_value(a_only, b_only)
+    else:
+        a_only, b_only = int(np.sum(x > y)), int(np.sum(y > x))
+        statistic = betting_e_value((x - y).tolist())
+    threshold = 1.0 / alpha
+    lead = float(x.sum() - y.sum())
+    winner = None if statistic < threshold or lead == 0 else ("a" if lead > 0 else "b")
+    return Decision(int(x.size), float(statistic), threshold, winner, a_only, b_only,
+                    float(x.mean()) if x.size else math.nan,
+                    float(y.mean()) if y.size else math.nan)
+
+
+def first_decision(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
+                   metric: str = "success", every: int = 1) -> Decision:
+    """The test looked at after every ``every`` paired episodes: the first decision, or the
+    undecided state at the end of the sequences."""
+    n = len(a)
+    for end in list(range(every, n + 1, every)) + ([n] if n % every else []):
+        state = decide(a[:end], b[:end], alpha, metric)
+        if state.decided:
+            return state
+    return decide(a, b, alpha, metric)
+
+
+def fixed_size_episodes(p_a_only: float, p_b_only: float, alpha: float = 0.05,
+                        power: float = 0.8, limit: int = 100_000) -> int | None:
+    """Paired episodes a fixed-size exact McNemar test at ``alpha`` (two-sided) needs to
+    detect the difference with ``power``, given the chances that only A or only B
+    succeeds on an episode; None when it would need more than ``limit``.
+
+    >>> fixed_size_episodes(0.5, 0.0)
+    15
+    """
+    from scipy import stats
+
+    p_discordant = p_a_only + p_b_only
+    if p_discordant <= 0 or p_a_only == p_b_only:
+        return None
+    share = max(p_a_only, p_b_only) / p_discordant
+    n = 1
+    while n <= limit:
+        # discordant pairs among n episodes, and McNemar's exact rejection region given k
+        k = np.arange(n + 1)
+        weights = stats.binom.pmf(k, n, p_discordant)
+        reject = np.array([_mcnemar_power(int(j), share, alpha) for j in k])
+        if float(weights @ reject) >= power:
+            return n
+        n = n + 1 if n < 64 else int(n * 1.05) + 1
+    return None
+
+
+def _mcnemar_power(k: int, share: float, alpha: float) -> float:
+    """The chance that an exact two-sided binomial test of k discordant pairs at alpha
+    rejects, when each goes A's way with probability ``share``."""
+    if k == 0:
+        return 0.0
+    from scipy import stats
+
+    hits = np.arange(k + 1)
+    pvalues = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(hits, k, 0.5),
+                                             stats.binom.sf(hits - 1, k, 0.5)))
+    return float(stats.binom.pmf(hits, k, share)[pvalues <= alpha].sum())
+
+
+__all__ = ["Decision", "METRICS", "betting_e_value", "decide", "discordant_e_value",
+           "first_decision", "fixed_size_episodes"]
