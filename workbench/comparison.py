@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     decided_at REAL NOT NULL, PRIMARY KEY (a, b));
 """
 PAIR_COLUMNS = ["a", "b", "decided", "winner", "episodes", "budget", "round", "statistic",
-                "threshold", "success_a", "success_b", "a_only", "b_only"]
+                "threshold", "success_a", "success_b", "a_only", "b_only", "a_share_low",
+                "a_share_high"]
 
 
 def parse_policies(specs: Sequence[str] | Mapping[str, Any]
@@ -251,7 +252,9 @@ def _table(ledger: _Ledger, pairs: Sequence[tuple[str, str]],
                      "episodes": int(episodes), "budget": budget, "round": round_,
                      "statistic": float(statistic), "threshold": float(threshold),
                      "success_a": state.mean_a, "success_b": state.mean_b,
-                     "a_only": state.a_only, "b_only": state.b_only})
+                     "a_only": state.a_only, "b_only": state.b_only,
+                     "a_share_low": None if state.interval is None else state.interval[0],
+                     "a_share_high": None if state.interval is None else state.interval[1]})
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
@@ -260,6 +263,9 @@ def describe(result: Comparison) -> str:
     lines = []
     for row in result.pairs.itertuples():
         rates = f"mean {result.metric} {row.success_a:.0%} vs {row.success_b:.0%}"
+        if pd.notna(row.a_share_low):
+            rates += (f"; {row.a} won {row.a_only} of {row.a_only + row.b_only} discordant "
+                      f"episodes, share [{row.a_share_low:.2f}, {row.a_share_high:.2f}]")
         if row.decided:
             loser = row.b if row.winner == row.a else row.a
             lines.append(f"{row.a} vs {row.b}: {row.winner} better than {loser} after "

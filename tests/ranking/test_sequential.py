@@ -92,3 +92,20 @@ def test_progress_decides_a_better_policy():
 def test_bad_input_is_one_clear_error(a, b, alpha, metric, message):
     with pytest.raises(ValueError, match=message):
         decide(a, b, alpha, metric)
+
+
+def test_the_interval_covers_the_true_share_at_all_times_in_all_but_alpha_of_runs():
+    from workbench.ranking.sequential import discordant_interval
+
+    rng = np.random.default_rng(5)
+    share, misses = 0.7, 0
+    for _ in range(300):
+        wins = rng.random(60) < share
+        a_only = np.cumsum(wins)
+        ever_missed = any(not (lo <= share <= hi) for lo, hi in
+                          (discordant_interval(int(k), int(n - k), ALPHA, grid=401)
+                           for n, k in zip(range(1, 61, 6), a_only[::6])))
+        misses += ever_missed
+    assert misses / 300 <= ALPHA, misses
+    lo, hi = discordant_interval(7, 0, ALPHA)
+    assert lo > 0.5 and hi == 1.0  # decided for A: 0.5 (no difference) is excluded

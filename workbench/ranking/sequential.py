@@ -45,6 +45,28 @@ def discordant_e_value(a_only: int, b_only: int) -> float:
     return math.exp(log_e)
 
 
+def discordant_interval(a_only: int, b_only: int, alpha: float = 0.05,
+                        grid: int = 2001) -> tuple[float, float]:
+    """The anytime-valid ``1 - alpha`` confidence sequence for the share of discordant
+    pairs A wins: every ``q`` whose KT-mixture e-value against "A wins with chance q"
+    stays below ``1 / alpha`` (on a grid of ``grid`` points). (0, 1) before any
+    discordant pair.
+
+    >>> [round(v, 2) for v in discordant_interval(7, 0)]
+    [0.52, 1.0]
+    """
+    from scipy.special import xlogy
+
+    q = np.linspace(0.0, 1.0, grid)
+    n = a_only + b_only
+    log_mixture = (math.lgamma(a_only + 0.5) + math.lgamma(b_only + 0.5)
+                   - math.lgamma(n + 1.0) - 2 * math.lgamma(0.5))
+    with np.errstate(divide="ignore"):
+        log_null = xlogy(a_only, q) + xlogy(b_only, 1.0 - q)
+    kept = q[log_mixture - log_null < math.log(1.0 / alpha)]
+    return (float(kept.min()), float(kept.max())) if kept.size else (0.0, 1.0)
+
+
 def betting_e_process(differences: Sequence[float]) -> np.ndarray:
     """The two-sided betting e-process for paired differences in [-1, 1] having mean 0,
     after each difference: the average capital of a bettor on "A better" and one on "B
@@ -83,6 +105,9 @@ class Decision:
     b_only: int
     mean_a: float
     mean_b: float
+    interval: tuple[float, float] | None = None
+    """Success: the anytime-valid 1 - alpha interval for the share of discordant episodes
+    A wins (0.5: no difference); None for progress."""
 
     @property
     def decided(self) -> bool:
@@ -120,9 +145,10 @@ def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
     threshold = 1.0 / alpha
     lead = float(x.sum() - y.sum())
     winner = None if statistic < threshold or lead == 0 else ("a" if lead > 0 else "b")
+    interval = discordant_interval(a_only, b_only, alpha) if metric == "success" else None
     return Decision(int(x.size), float(statistic), threshold, winner, a_only, b_only,
                     float(x.mean()) if x.size else math.nan,
-                    float(y.mean()) if y.size else math.nan)
+                    float(y.mean()) if y.size else math.nan, interval)
 
 
 def first_decision(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
@@ -178,4 +204,5 @@ def _mcnemar_power(k: int, share: float, alpha: float) -> float:
 
 
 __all__ = ["Decision", "METRICS", "betting_e_value", "decide", "discordant_e_value",
+           "discordant_interval",
            "first_decision", "fixed_size_episodes"]
