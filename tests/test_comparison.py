@@ -132,6 +132,8 @@ def test_resuming_with_other_settings_is_refused(uninterrupted, tmp_path):
     (["--policies", "zero", "=zero"], "expected REFERENCE or LABEL=REFERENCE"),
     (["--policies", "zero", "expert", "--alpha", "1.5"], "alpha: expected a number in (0, 1)"),
     (["--policies", "zero", "expert", "--alpha", "nan"], "alpha: expected a number in (0, 1)"),
+    (["--policies", "zero", "expert", "--round-episodes", "0"], "round_episodes: expected an"),
+    (["--policies", "zero", "expert", "--max-episodes", "60"], "episodes: expected at most 50"),
     (["--policies", "zero", "expert", "--max-episodes", "15", "--round-episodes", "2"],
      "max_episodes: expected a positive multiple"),
     (["--policies", "zero", "nosuch"], "unknown policy 'nosuch'"),
@@ -167,4 +169,13 @@ def test_progress_is_refused_where_the_benchmark_declares_none(tmp_path):
         compare({"benchmark": "aloha", "suite": "sim", "policy": "zero", "episodes": 2,
                  "output_dir": str(tmp_path / "aloha")}, ["zero", "b=zero"], metric="progress")
     assert not (tmp_path / "aloha").exists()
+
+
+def test_a_damaged_comparison_file_is_one_line_and_nothing_runs(tmp_path):
+    path = write(tmp_path, "damaged")
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "comparison.sqlite").write_bytes(b"not a database" * 100)
+    done = cli("compare", path, "--policies", "expert", "zero")
+    assert done.returncode == 2 and "expected a comparison's records" in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "damaged" / "expert").exists()
 

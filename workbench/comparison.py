@@ -102,11 +102,15 @@ class _Ledger:
 
     def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(SCHEMA)
-        known = dict(self.db.execute("SELECT key, value FROM comparison"))
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(SCHEMA)
+            known = dict(self.db.execute("SELECT key, value FROM comparison"))
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{path}: expected a comparison's records; got a file SQLite "
+                              f"cannot use ({exc}); nothing was run") from None
         wanted = {k: json.dumps(v, sort_keys=True) for k, v in settings.items()}
         if known and known != wanted:
             changed = sorted(k for k in wanted if known.get(k) != wanted[k])
@@ -176,8 +180,10 @@ def compare(config: EvalConfig | Mapping[str, Any] | str | Path,
     if not (isinstance(alpha, float | int) and 0 < alpha < 1):
         raise ConfigError(f"alpha: expected a number in (0, 1); got {alpha!r}")
     cap = base.episodes if max_episodes is None else max_episodes
-    if not (isinstance(round_episodes, int) and round_episodes >= 1 and isinstance(cap, int)
-            and cap >= round_episodes and cap % round_episodes == 0):
+    if isinstance(round_episodes, bool) or not isinstance(round_episodes, int) or \
+            round_episodes < 1:
+        raise ConfigError(f"round_episodes: expected an integer >= 1; got {round_episodes!r}")
+    if not (isinstance(cap, int) and cap >= round_episodes and cap % round_episodes == 0):
         raise ConfigError(f"max_episodes: expected a positive multiple of round_episodes "
                           f"({round_episodes}); got {cap!r}")
     base = base.replace(episodes=cap, progress=False)
