@@ -61,6 +61,23 @@ def test_a_clearly_worse_policy_is_decided_long_before_the_budget(uninterrupted)
         assert pair["statistic"] >= pair["threshold"] == pytest.approx(60.0)
 
 
+def test_every_decision_is_in_the_records_with_its_settings(uninterrupted):
+    found, folder = uninterrupted
+    with sqlite3.connect(folder / "comparison.sqlite") as con:
+        rows = con.execute("SELECT a, b, round, episodes, statistic, threshold, winner "
+                           "FROM decisions ORDER BY a, b").fetchall()
+        settings = dict(con.execute("SELECT key, value FROM comparison"))
+        rounds = con.execute("SELECT count(*) FROM rounds").fetchone()[0]
+    decided = sorted(k for k, v in found.items() if v["decided"])
+    assert [(a, b) for a, b, *_ in rows] == decided
+    for a, b, round_, episodes, statistic, threshold, winner in rows:
+        pair = found[(a, b)]
+        assert (round_, episodes, winner) == (pair["round"], pair["episodes"], pair["winner"])
+        assert statistic == pytest.approx(pair["statistic"]) and threshold == pair["threshold"]
+    assert json.loads(settings["alpha"]) == 0.05 and json.loads(settings["max_episodes"]) == 16
+    assert rounds == 16  # the undecided pair ran the whole budget
+
+
 def test_a_policy_against_a_copy_of_itself_stays_undecided_within_its_budget(uninterrupted):
     found, folder = uninterrupted
     pair = found[("zero", "same")]
