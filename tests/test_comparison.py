@@ -101,10 +101,12 @@ def test_killed_mid_comparison_it_resumes_to_the_same_decisions_running_nothing_
     ledger = tmp_path / "killed" / "comparison.sqlite"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if ledger.exists():
+        try:
             with sqlite3.connect(ledger) as con:
                 if con.execute("SELECT count(*) FROM rounds").fetchone()[0] >= 3:
                     break
+        except sqlite3.OperationalError:  # not made yet, or its tables not yet
+            pass
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # between rounds: the next round's run is starting
     proc.wait()

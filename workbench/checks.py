@@ -227,7 +227,6 @@ def check_policy(policy: Policy, protocol: Protocol | str, episodes: int = 2,
     if not report.run("act before reset is refused (LifecycleError)",
                       lambda: _refuses_early_act(policy, protocol)):
         return report
-    _TASK["task"] = task
     caps: list[Capabilities] = []
     if not report.run("load returns Capabilities",
                       lambda: _loads(policy, protocol, caps)):
@@ -237,12 +236,12 @@ def check_policy(policy: Policy, protocol: Protocol | str, episodes: int = 2,
                    lambda: check_compatibility(protocol, caps[0]))
         report.run(f"every action meets {protocol.name}'s action contract with chunk size "
                    f"{caps[0].chunk_size}",
-                   lambda: _acts_in_contract(policy, protocol, caps[0], episodes, steps))
+                   lambda: _acts_in_contract(policy, protocol, caps[0], episodes, steps, task))
         report.run("the same episode seed and observations give the same actions",
-                   lambda: _same_actions(policy, protocol, steps))
+                   lambda: _same_actions(policy, protocol, steps, task))
         report.run("act_batch equals one call at a time" + (
             "" if caps[0].native_batching else " (no native batching declared)"),
-                   lambda: _batch_equals_single(policy, protocol, steps))
+                   lambda: _batch_equals_single(policy, protocol, steps, task))
     finally:
         if policy.state is State.LOADED:  # every episode was ended where it began
             policy.unload()
@@ -253,11 +252,8 @@ def _observation(protocol: Protocol, episode_id: str, step: int) -> dict[str, An
     return sample_observation(protocol) | {"episode_id": episode_id, "step": step}
 
 
-_TASK = {"task": "check-task"}  # the task of the check running now
-
-
-def _context(episode_id: str, seed: int) -> EpisodeContext:
-    return EpisodeContext(episode_id, _TASK["task"], "do the task", seed)
+def _context(episode_id: str, seed: int, task: str) -> EpisodeContext:
+    return EpisodeContext(episode_id, task, "do the task", seed)
 
 
 def _refuses_early_act(policy: Policy, protocol: Protocol) -> str | None:
@@ -276,8 +272,8 @@ def _loads(policy: Policy, protocol: Protocol, out: list[Capabilities]) -> str |
 
 
 def _episode(policy: Policy, protocol: Protocol, episode_id: str, seed: int,
-             steps: int) -> list[np.ndarray]:
-    policy.reset(_context(episode_id, seed))
+             steps: int, task: str) -> list[np.ndarray]:
+    policy.reset(_context(episode_id, seed, task))
     try:
         actions = []
         for step in range(steps):
@@ -291,35 +287,37 @@ def _episode(policy: Policy, protocol: Protocol, episode_id: str, seed: int,
 
 
 def _acts_in_contract(policy: Policy, protocol: Protocol, caps: Capabilities,
-                      episodes: int, steps: int) -> str | None:
+                      episodes: int, steps: int, task: str) -> str | None:
     dim = protocol.action.dim
     want = (dim,) if caps.chunk_size == 1 else (caps.chunk_size, dim)
     for k in range(episodes):
-        for action in _episode(policy, protocol, f"check/{k}", k, steps):
+        for action in _episode(policy, protocol, f"check/{k}", k, steps, task):
             validate_action(protocol, action)
             if action.shape != want and not (caps.chunk_size == 1 and action.shape == (1, dim)):
                 return _expect(False, "an action's shape", want, action.shape)
     return None
 
 
-def _same_actions(policy: Policy, protocol: Protocol, steps: int) -> str | None:
-    first = _episode(policy, protocol, "check/same-a", 7, steps)
-    again = _episode(policy, protocol, "check/same-b", 7, steps)
+def _same_actions(policy: Policy, protocol: Protocol, steps: int, task: str) -> str | None:
+    first = _episode(policy, protocol, "check/same-a", 7, steps, task)
+    again = _episode(policy, protocol, "check/same-b", 7, steps, task)
     same = len(first) == len(again) and all(np.array_equal(a, b) for a, b in zip(first, again))
     return _expect(same, "two episodes of seed 7", "identical actions", "different actions")
 
 
-def _batch_equals_single(policy: Policy, protocol: Protocol, steps: int) -> str | None:
+def _batch_equals_single(policy: Policy, protocol: Protocol, steps: int,
+                         task: str) -> str | None:
     ids = [f"check/batch-{k}" for k in range(2)]
     for k, episode_id in enumerate(ids):
-        policy.reset(_context(episode_id, 100 + k))
+        policy.reset(_context(episode_id, 100 + k, task))
     try:
         batched = [policy.act_batch([_observation(protocol, e, s) for e in ids])
                    for s in range(steps)]
     finally:
         for episode_id in ids:
             policy.end_episode(episode_id)
-    singles = [_episode(policy, protocol, f"check/single-{k}", 100 + k, steps) for k in range(2)]
+    singles = [_episode(policy, protocol, f"check/single-{k}", 100 + k, steps, task)
+               for k in range(2)]
     for s, row in enumerate(batched):
         for k, action in enumerate(row):
             if s < len(singles[k]) and not np.allclose(np.asarray(action), singles[k][s],
