@@ -154,13 +154,25 @@ def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
 def first_decision(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
                    metric: str = "success", every: int = 1) -> Decision:
     """The test looked at after every ``every`` paired episodes: the first decision, or the
-    undecided state at the end of the sequences."""
-    n = len(a)
-    for end in list(range(every, n + 1, every)) + ([n] if n % every else []):
-        state = decide(a[:end], b[:end], alpha, metric)
-        if state.decided:
-            return state
-    return decide(a, b, alpha, metric)
+    undecided state at the end of the sequences. The e-process is computed once over the
+    whole sequence (its value after ``k`` episodes depends only on those ``k``)."""
+    final = decide(a, b, alpha, metric)  # checks the input
+    x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    n = x.size
+    if metric == "success":
+        from scipy.special import gammaln
+
+        a_only = np.cumsum((x > 0.5) & (y <= 0.5))
+        b_only = np.cumsum((y > 0.5) & (x <= 0.5))
+        total = a_only + b_only
+        process = np.exp(gammaln(a_only + 0.5) + gammaln(b_only + 0.5) - gammaln(total + 1.0)
+                         - 2 * math.lgamma(0.5) + total * math.log(2.0))
+    else:
+        process = betting_e_process((x - y).tolist())
+    looks = np.array(list(range(every, n + 1, every)) + ([n] if n % every else []), int)
+    lead = np.cumsum(x - y)
+    hits = looks[(process[looks - 1] >= 1.0 / alpha) & (lead[looks - 1] != 0)] if n else looks
+    return decide(a[:hits[0]], b[:hits[0]], alpha, metric) if hits.size else final
 
 
 def fixed_size_episodes(p_a_only: float, p_b_only: float, alpha: float = 0.05,
