@@ -71,9 +71,10 @@ def test_the_scripted_diagnostic_succeeds_the_same_way_on_every_backend_and_shar
     assert one.results["diagnostic"].all()  # a privileged script: not a capability score
     assert all(20 < t < 120 for t in one.results["terminal_step"])
     assert SETTLE_STEPS == 10
+    assert one.results["progress"].tolist() == [1.0, 1.0]  # a success's progress is 1
 
 
-def test_living_room_scenes_build_on_robosuite_1_5():
+def test_living_room_scenes_build_on_robosuite_1_5_and_progress_counts_goal_predicates():
     # rpent-libero's OnTheGroundPanda has no base; the adapter mounts it (NullMount)
     adapter = LiberoAdapter("libero_10", image_size=32)
     task = next(t for t in task_map()["libero_10"] if t.startswith("LIVING_ROOM_SCENE1"))
@@ -81,5 +82,20 @@ def test_living_room_scenes_build_on_robosuite_1_5():
         adapter.reset(EpisodeSpec("libero", "libero_10", task, 0, 0))
         assert adapter.observe(["state"])["state"].shape == (16,)
         assert adapter.max_steps == 520
+        # "put both the alphabet soup and the cream cheese box in the basket": two goal
+        # predicates; drop the soup into the basket and one of them holds
+        step = adapter.step(np.zeros(7))
+        assert step.info["goal_predicates"] == (0, 2) and adapter.step_progress(step) == 0.0
+        problem = adapter._env.env
+        sim = problem.sim
+        basket = sim.data.body_xpos[sim.model.body_name2id(
+            problem.objects_dict["basket_1"].root_body)].copy()
+        soup = problem.objects_dict["alphabet_soup_1"].joints[0]
+        sim.data.set_joint_qpos(soup, np.concatenate([basket + [0, 0, 0.08], [1, 0, 0, 0]]))
+        sim.forward()
+        for _ in range(40):
+            step = adapter.step(np.zeros(7))
+        assert step.info["goal_predicates"] == (1, 2) and not step.success
+        assert adapter.step_progress(step) == 0.5
     finally:
         adapter.close()

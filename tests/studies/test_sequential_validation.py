@@ -31,7 +31,23 @@ def test_the_replay_decides_the_way_the_reference_goes(runs):
     # 7 discordant reach e = 26.8 >= 20; a fixed exact test needs 6 (2 / 2**6 <= 0.05): a
     # perfect difference is where anytime validity costs an episode
     assert row.median_episodes == 7 and row.fixed_size == 6
+    # Wald's SPRT told the effect (A always wins a discordant pair) needs log2(20) -> 5; the
+    # matched fixed-size test (power 0.72, the Wilson low end of 10 of 10) still needs 6
+    assert row.oracle_median_episodes == 5 and row.fixed_matched == 6
+    assert row.matched_power == pytest.approx(0.722, abs=1e-3)
     assert summarize(pairs)["correct_direction_of_decided"] == 1.0
+
+
+def test_progress_is_replayed_from_the_records(runs):
+    outcomes = candidate_outcomes(runs)
+    expert = outcomes[outcomes["policy"] == "expert"]
+    zero = outcomes[outcomes["policy"] == "zero"]
+    assert (expert["progress"] == 1.0).all()  # every expert episode succeeded
+    assert zero["progress"].between(0.0, 0.999).all() and zero["progress"].nunique() > 1
+    pairs = replay_pairs(outcomes, alpha=0.05, orders=10, metric="progress")
+    row = pairs.iloc[0]
+    assert (row.reference, row.decided_share, row.correct_of_decided) == ("a", 1.0, 1.0)
+    assert row.progress_a == 1.0 and row.fixed_matched >= 1
 
 
 def test_the_command_line_writes_the_table(runs, tmp_path):

@@ -273,7 +273,24 @@ class LiberoAdapter(BenchmarkAdapter):
         self._obs = obs
         self._steps += 1
         success = bool(self._env.check_success())
+        info = dict(info or {})
+        info["goal_predicates"] = self._goal_predicates()
         return StepResult(float(reward), success, success or self._steps >= self.max_steps, info)
+
+    progress_measure = ("the share of the task's BDDL goal predicates that hold (LIBERO's own "
+                        "predicates, the ones its success check conjoins), capped below 1: "
+                        "the best of the episode, 1 for a success; a task of one goal "
+                        "predicate has progress 0 until it succeeds")
+
+    def _goal_predicates(self) -> tuple[int, int]:
+        """(goal predicates that hold, goal predicates) of the task's BDDL problem."""
+        problem = self._env.env
+        goals = problem.parsed_problem["goal_state"]
+        return sum(bool(problem._eval_predicate(goal)) for goal in goals), len(goals)
+
+    def step_progress(self, result: StepResult) -> float | None:
+        met, total = result.info.get("goal_predicates", (0, 0))
+        return min(met / total, 0.999) if total else None
 
     def observe(self, features: Sequence[str]) -> dict[str, Any]:
         if self._obs is None:

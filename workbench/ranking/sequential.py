@@ -192,27 +192,29 @@ def fixed_size_episodes(p_a_only: float, p_b_only: float, alpha: float = 0.05,
     share = max(p_a_only, p_b_only) / p_discordant
     n = 1
     while n <= limit:
-        # discordant pairs among n episodes, and McNemar's exact rejection region given k
-        k = np.arange(n + 1)
-        weights = stats.binom.pmf(k, n, p_discordant)
-        reject = np.array([_mcnemar_power(int(j), share, alpha) for j in k])
-        if float(weights @ reject) >= power:
+        # discordant pairs among n episodes (where the binomial has its mass), and the
+        # exact test's power given each count
+        low, high = (int(v) for v in stats.binom.interval(1 - 1e-12, n, p_discordant))
+        k = np.arange(max(low, 0), high + 1)
+        if float(stats.binom.pmf(k, n, p_discordant) @ _mcnemar_power(k, share, alpha)) >= power:
             return n
         n = n + 1 if n < 64 else int(n * 1.05) + 1
     return None
 
 
-def _mcnemar_power(k: int, share: float, alpha: float) -> float:
-    """The chance that an exact two-sided binomial test of k discordant pairs at alpha
-    rejects, when each goes A's way with probability ``share``."""
-    if k == 0:
-        return 0.0
+def _mcnemar_power(k: np.ndarray, share: float, alpha: float) -> np.ndarray:
+    """For each count ``k`` of discordant pairs, the chance that the exact two-sided
+    binomial test at ``alpha`` rejects when each goes A's way with probability ``share``:
+    it rejects at ``c`` or fewer A-wins and at ``k - c`` or more, ``c`` the largest count
+    whose lower tail under a fair coin is at most ``alpha / 2``."""
     from scipy import stats
 
-    hits = np.arange(k + 1)
-    pvalues = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(hits, k, 0.5),
-                                             stats.binom.sf(hits - 1, k, 0.5)))
-    return float(stats.binom.pmf(hits, k, share)[pvalues <= alpha].sum())
+    k = np.asarray(k, np.int64)
+    c = stats.binom.ppf(alpha / 2, k, 0.5).astype(np.int64)
+    c = np.where(stats.binom.cdf(c, k, 0.5) <= alpha / 2, c, c - 1)
+    power = np.where(c >= 0, stats.binom.cdf(c, k, share) + stats.binom.sf(k - c - 1, k, share),
+                     0.0)
+    return np.where(k > 0, power, 0.0)
 
 
 __all__ = ["Decision", "METRICS", "betting_e_value", "decide", "discordant_e_value",
