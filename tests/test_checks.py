@@ -30,9 +30,13 @@ def test_every_adapter_that_runs_here_passes(name):
 @pytest.mark.parametrize("name, protocol, task", [("zero", "metaworld-v1", "any"),
                                                   ("vision", "metaworld-v1", "any"),
                                                   ("expert", "metaworld-v1", "reach-v3"),
+                                                  ("expert-mlp-cost", "metaworld-v1",
+                                                   "reach-v3"),
                                                   ("zero", "libero-v1", "any")])
 def test_registered_policies_pass(name, protocol, task):
-    report = workbench.check_policy(make_policy(name, protocol=protocol), protocol, task=task)
+    options = {"width": 64, "layers": 2} if name == "expert-mlp-cost" else {}
+    report = workbench.check_policy(make_policy(name, protocol=protocol, **options), protocol,
+                                    task=task)
     assert report.failures == [], report.text()
     assert len(report.checks) == 6
 

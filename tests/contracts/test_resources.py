@@ -56,3 +56,20 @@ def test_monitor_stop_is_idempotent():
     with monitor:
         time.sleep(0.02)
     assert monitor.stop() is monitor.result
+
+
+def test_pss_counts_a_pools_shared_pages_once_and_names_its_processes(tmp_path):
+    import workbench
+
+    with ResourceMonitor(interval_s=0.2, gpu_index=None, pss=True) as monitor:
+        workbench.run({"benchmark": "metaworld", "suite": "MT1:reach-v3", "episodes": 2,
+                       "policy": "expert", "max_steps": 40, "progress": False,
+                       "backend": "pool", "pool": {"workers": 2, "replicas": 1},
+                       "output_dir": str(tmp_path)})
+    usage = monitor.result
+    names = set(usage.peak_pss_by_name)
+    assert {"wb-worker-0", "wb-worker-1", "wb-replica-0"} <= names, names
+    # the spawned processes share the interpreter's and MuJoCo's pages: PSS counts them
+    # once, so the tree's PSS stays below its summed RSS
+    assert 50e6 < usage.peak_pss_bytes < usage.peak_rss_bytes
+    assert all(v > 10e6 for v in usage.peak_pss_by_name.values())

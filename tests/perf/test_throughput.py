@@ -1,99 +1,152 @@
-"""perf/throughput.py at a tiny size (2 tasks, 16 steps, 32 px, two interleaved
-rounds; no Ray or vla-eval rows, which their own tests and the full run cover): the
-JSON's keys, the interleaving, and every reported number against the rows it names."""
+"""perf/throughput.py from its command line at a tiny size (2 tasks, 16 steps, 32 px, two
+rounds; no Ray or vla-eval rows, which their own tests and the full run cover): the JSON's
+sections and provenance, the random interleaving, the bounds, memory, and every reported
+number against the rows it names."""
 
-import importlib.util
 import json
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "throughput.py"
-SYSTEMS = ["sequential", "single chunk", "ceiling", "pool every step", "pool chunk fixed",
-           "pool chunk searched"]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "perf" / "throughput.py"
+SYSTEMS = {"bound chunk", "bound every step", "sequential", "single chunk",
+           "independent loops", "pool every step", "pool chunk", "pool chunk b1",
+           "pool chunk 1 worker", "pool chunk searched"}
+POLICY_BOUND = {"policy-bound bound", "policy-bound pool b1", "policy-bound pool"}
+POOLS = {"pool every step", "pool chunk", "pool chunk b1", "pool chunk 1 worker",
+         "pool chunk searched", "policy-bound pool b1", "policy-bound pool"}
+ALL = SYSTEMS | POLICY_BOUND
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     path = tmp_path_factory.mktemp("throughput") / "throughput.json"
-    summary = load_script().main([
-        "--tasks", "2", "--episodes", "1", "--max-steps", "16", "--image-size", "32",
-        "--rounds", "2", "--skip-ray", "--skip-vla-eval", "--search-max-workers", "2",
-        "--json", str(path)])
-    return summary, json.loads(path.read_text())
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tasks", "2", "--episodes", "1", "--max-steps", "16",
+         "--image-size", "32", "--rounds", "2", "--skip-ray", "--skip-vla-eval",
+         "--search-max-workers", "2", "--seed", "3", "--policy-bound", "--mlp", "256x2",
+         "--json", str(path)],
+        capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(path.read_text())
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == summary  # the last line
+    return summary, done.stdout, path
 
 
-def test_the_json_file_is_the_returned_summary_with_every_section(tiny):
-    summary, written = tiny
-    assert set(written) == {"workload", "rows", "medians", "ratios", "targets", "agreement",
-                            "vla_eval_tuning"}
-    assert written == json.loads(json.dumps(summary, default=float))
-    assert written["workload"]["order"] == SYSTEMS
+def test_the_json_has_every_section_and_its_provenance(tiny):
+    summary = tiny[0]
+    assert set(summary) == {"provenance", "workload", "rows", "medians", "ratios", "memory",
+                            "targets", "agreement", "vla_eval_tuning", "vla_eval_best"}
+    found = summary["provenance"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert found["commit"] == head and found["cpu_model"] and found["cores_logical"] >= 1
+    # every process pinned to one thread, the variables recorded as they were
+    assert {found["environment"][v] for v in ("OMP_NUM_THREADS", "LP_NUM_THREADS")} == {"1"}
+    assert found["packages"]["mujoco"] and found["packages"]["robo-workbench"]
 
 
-def test_systems_run_interleaved_round_by_round_on_the_same_steps(tiny):
-    rows = tiny[1]["rows"]
-    assert [r["system"] for r in rows] == SYSTEMS * 2  # A B C ... A B C ...
-    assert [r["round"] for r in rows] == [0] * len(SYSTEMS) + [1] * len(SYSTEMS)
+def test_rows_run_in_a_drawn_order_per_round_on_the_same_steps(tiny):
+    summary = tiny[0]
+    rows, orders = summary["rows"], summary["workload"]["orders"]
+    assert [set(order) for order in orders] == [ALL, ALL]
+    assert orders[0] != orders[1]  # drawn per round (seed 3 draws two different orders)
+    assert [r["system"] for r in rows] == orders[0] + orders[1]
     for round_ in (0, 1):  # one episode list, one step cap: the same steps everywhere
         assert {r["steps"] for r in rows if r["round"] == round_} == {32}
     for row in rows:
         assert row["steps_per_s"] == pytest.approx(row["steps"] / row["eval_s"])
-        assert row["e2e_steps_per_s"] == pytest.approx(row["steps"] / row["e2e_s"])
-        assert row["e2e_s"] > row["eval_s"] > 0  # start-up is outside the warm clock
-    searched = [r for r in rows if r["system"] == "pool chunk searched"]
-    assert all(r["search_s"] > 0 and r["probes"] >= 1 for r in searched)
+        assert row["e2e_s"] > row["eval_s"] > 0 or row["system"].startswith("bound")
 
 
-def test_medians_and_ranges_are_those_of_the_rows(tiny):
-    rows, medians = tiny[1]["rows"], tiny[1]["medians"]
-    assert list(medians) == SYSTEMS
-    for system, stats in medians.items():
-        for quantity in ("steps_per_s", "e2e_steps_per_s", "eval_s", "e2e_s"):
-            values = [r[quantity] for r in rows if r["system"] == system]
-            assert stats[quantity] == {"median": pytest.approx(statistics.median(values)),
-                                       "min": min(values), "max": max(values)}
-        assert stats["runs"] == 2
+def test_the_bounds_are_stage_costs_that_no_evaluator_of_their_schedule_beats(tiny):
+    rows = tiny[0]["rows"]
+    for round_ in (0, 1):
+        mine = {r["system"]: r for r in rows if r["round"] == round_}
+        for schedule, peers in (("bound chunk", ("single chunk", "pool chunk",
+                                                 "independent loops")),
+                                ("bound every step", ("sequential", "pool every step"))):
+            bound = mine[schedule]
+            stages = [bound[f"cpu_{k}_ms"] for k in ("physics", "observe", "policy")]
+            assert all(v > 0 for v in stages) and bound["cpu_harness_ms"] >= 0
+            work_s = sum(stages) / 1e3
+            assert bound["steps_per_s"] == pytest.approx(tiny[0]["workload"]["cores"] / work_s)
+            for peer in peers:
+                assert mine[peer]["steps_per_s"] < bound["steps_per_s"], (peer, round_)
+        # rendering every step costs more observation time per step than at chunk ends
+        assert mine["bound every step"]["cpu_observe_ms"] > mine["bound chunk"]["cpu_observe_ms"]
+        # the policy-bound regime's bound: its policy at the cheapest batch it measured
+        policy = mine["policy-bound bound"]
+        per_item = policy["policy_ms_per_item"]
+        assert set(per_item) == {"1", "2", "4"} and all(v > 0 for v in per_item.values())
+        best = min(per_item.values()) / per_item["1"]
+        work_ms = policy["cpu_physics_ms"] + policy["cpu_observe_ms"] + best * policy[
+            "cpu_policy_ms"]
+        assert policy["steps_per_s"] == pytest.approx(tiny[0]["workload"]["cores"] * 1e3
+                                                      / work_ms)
+        for peer in ("policy-bound pool b1", "policy-bound pool"):
+            assert mine[peer]["steps_per_s"] < policy["steps_per_s"]
 
 
-def test_every_ratio_is_the_quotient_of_the_medians_of_the_rows_it_names(tiny):
-    module = load_script()
-    rows, ratios = tiny[1]["rows"], tiny[1]["ratios"]
-    expected = {n for n, (top, bottom, _) in module.RATIOS.items()
-                if top in SYSTEMS and bottom in SYSTEMS}
-    assert set(ratios) == expected and "efficiency_vs_ceiling" in ratios
+def test_every_ratio_is_the_median_of_its_per_round_quotients(tiny):
+    rows, ratios = tiny[0]["rows"], tiny[0]["ratios"]
+    assert {"pool_over_bound_chunk", "pool_over_bound_every_step", "rendering_less",
+            "batching_factor", "e2e_speedup_vs_sequential"} <= set(ratios)
+    assert not any("vla_eval" in name or name == "ray_over_pool" for name in ratios)
     for name, ratio in ratios.items():
-        assert (ratio["numerator"], ratio["denominator"], ratio["quantity"]) == \
-            module.RATIOS[name]
+        def value(system, round_):
+            (row,) = [r for r in rows if r["system"] == system and r["round"] == round_]
+            return row[ratio["quantity"]]
 
-        def median(system):
-            return statistics.median(r[ratio["quantity"]] for r in rows
-                                     if r["system"] == system)
-
-        assert ratio["value"] == pytest.approx(median(ratio["numerator"])
-                                               / median(ratio["denominator"]))
-    family = {r["numerator"] for n, r in ratios.items() if n.startswith("speedup_vs")}
-    assert family == {"pool chunk fixed"}  # one row kind on top of every speedup
+        quotients = [value(ratio["numerator"], k) / value(ratio["denominator"], k)
+                     for k in (0, 1)]
+        assert ratio["value"] == pytest.approx(statistics.median(quotients)), name
+        assert (ratio["min"], ratio["max"], ratio["rounds"]) == (
+            pytest.approx(min(quotients)), pytest.approx(max(quotients)), 2)
 
 
-def test_targets_follow_their_ratios_and_outcomes_agree(tiny):
-    module = load_script()
-    summary = tiny[1]
+def test_memory_is_peak_pss_per_row_and_per_pool_worker(tiny):
+    summary = tiny[0]
+    for row in summary["rows"]:
+        assert row["peak_pss_mib"] > 50
+        # pool workers are named wb-worker-N; the single-process rows have none
+        assert (row["worker_pss_mib"] is not None) == (row["system"] in POOLS), row["system"]
+    mem = summary["memory"]
+    assert set(mem["peak_pss_mib"]) == ALL
+    assert mem["pss_per_worker_over_alone"] == pytest.approx(
+        mem["worker_pss_mib"] / mem["worker_alone_pss_mib"])
+
+
+def test_targets_follow_their_numbers_and_outcomes_agree(tiny):
+    summary = tiny[0]
+    assert set(summary["targets"]) == {"pool_over_bound_chunk >= 0.9",
+                                       "pool_over_bound_every_step >= 0.9",
+                                       "pss_per_worker_over_alone <= 1.2",
+                                       "batching_factor_policy_bound >= 1.5",
+                                       "policy_bound_pool_over_bound >= 0.85"}
     for name, passed in summary["targets"].items():
-        ratio, op, bound = module.TARGETS[name]
-        value = summary["ratios"][ratio]["value"]
-        assert passed == (value >= bound if op == ">=" else value <= bound)
-    assert "ray_over_pool >= 0.85" not in summary["targets"]  # no Ray row, no verdict
-    assert set(summary["agreement"]) == set(SYSTEMS) - {"sequential", "ceiling"}
+        key, op, bound = name.split()
+        value = summary["ratios"][key]["value"] if key in summary["ratios"] \
+            else summary["memory"][key]
+        assert passed == (value >= float(bound) if op == ">=" else value <= float(bound))
+    evaluators = SYSTEMS - {"sequential", "bound chunk", "bound every step",
+                            "independent loops"} | {"policy-bound pool"}
+    assert set(summary["agreement"]) == evaluators
     for found in summary["agreement"].values():  # deterministic expert: identical outcomes
         assert found == {"success_agreement": 1.0, "terminal_agreement": 1.0}
+
+
+def test_the_readme_table_is_generated_from_the_json(tiny):
+    summary, _, path = tiny
+    done = subprocess.run([sys.executable, str(SCRIPT), "--table", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert summary["provenance"]["commit"][:7] in done.stdout
+    for name, ratio in summary["ratios"].items():
+        assert f"| `{name}` | {ratio['value']:.2f} ({ratio['min']:.2f}-" in done.stdout

@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from websockets.exceptions import ConnectionClosed
 
 from workbench.benchmarks.metaworld import MetaWorldAdapter
 from workbench.contracts.rendering import use_headless_rendering

@@ -7,8 +7,8 @@ or passed as an object. A policy that takes a ``protocol`` argument is handed th
 benchmark's protocol name when the config does not give one.
 
 >>> POLICIES.names()  # doctest: +NORMALIZE_WHITESPACE
-['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', 'libero-close-drawer', 'openpi',
- 'remote', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'vla-eval', 'zero']
+['aloha-scripted', 'expert', 'expert-mlp-cost', 'expert-vision-cost', 'kitchen-light-slide',
+ 'libero-close-drawer', 'openpi', 'remote', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'vla-eval', 'zero']
 >>> make_policy("expert", defect="noise", level=0.3).name
 'expert-noise-0.3'
 >>> make_policy("zero", protocol="calvin-v1").capabilities.action_protocol
@@ -25,6 +25,7 @@ from workbench.policies.base import LifecycleError, Policy, State
 POLICIES = Registry("policy", "workbench.policies", {
     "aloha-scripted": "workbench.policies.aloha_scripted:AlohaScriptedReplay",
     "expert": "workbench.policies.scripted:ScriptedExpert",
+    "expert-mlp-cost": "workbench.policies.costly:MLPCostExpert",
     "expert-vision-cost": "workbench.policies.costly:VisionCostExpert",
     "kitchen-light-slide": "workbench.policies.kitchen_scripted:KitchenLightSlide",
     "libero-close-drawer": "workbench.policies.osc_scripted:LiberoDrawerCloser",

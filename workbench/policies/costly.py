@@ -54,3 +54,60 @@ class VisionCostExpert(ScriptedExpert):
         self.vision.forward(observations)  # pay the network's cost; output unused
         return [np.repeat(super(VisionCostExpert, self)._act(o, s)[None], self.chunk_size, 0)
                 for o, s in zip(observations, episode_states)]
+
+
+class MLPCostExpert(ScriptedExpert):
+    """Expert actions after a wide MLP's forward pass on the state, for the policy-bound
+    regime of throughput measurements: the network (``layers`` square layers of ``width``,
+    seeded random weights, float32) is what the policy costs, its output discarded. On a CPU
+    one call at batch 1 reads every weight once (a matrix-vector product, bound by memory),
+    and a batch of ``b`` reads them once too, so batching shows as its own factor.
+    Deterministic and batch-invariant like :class:`VisionCostExpert`; reads privileged
+    state, so results are diagnostics."""
+
+    name = "expert-mlp-cost"
+    preload = ScriptedExpert.preload + ("torch",)
+
+    def __init__(self, width: int = 2048, layers: int = 4, chunk_size: int = 1,
+                 max_batch: int = 64, threads: int | None = None) -> None:
+        super().__init__()
+        self.width, self.layers, self.chunk_size = int(width), int(layers), int(chunk_size)
+        self.max_batch, self.threads = int(max_batch), threads
+        self._weights: list[Any] = []
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(action_protocol="metaworld-v1", features=("privileged.state",),
+                            chunk_size=self.chunk_size, native_batching=True,
+                            max_batch=self.max_batch, privileged=True,
+                            runtime_invariant=True)
+
+    def _load(self, context: LoadContext) -> None:
+        super()._load(context)
+        import torch
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        generator = torch.Generator().manual_seed(0)
+        self._weights = [torch.randn(self.width, self.width, generator=generator)
+                         / self.width ** 0.5 for _ in range(self.layers)]
+
+    def forward(self, observations: Sequence[Observation]) -> None:
+        """The network on a batch of states (padded to ``width``); output unused."""
+        import torch
+
+        states = np.stack([np.asarray(o["privileged.state"], np.float32) for o in observations])
+        x = torch.zeros(len(observations), self.width)
+        x[:, :states.shape[1]] = torch.from_numpy(states)
+        with torch.inference_mode():
+            for weight in self._weights:
+                x = torch.relu(x @ weight)
+
+    def _act(self, observation: Observation, episode_state: Any) -> np.ndarray:
+        return self._act_batch([observation], [episode_state])[0]
+
+    def _act_batch(self, observations: Sequence[Observation],
+                   episode_states: Sequence[Any]) -> list[np.ndarray]:
+        self.forward(observations)
+        return [np.repeat(super(MLPCostExpert, self)._act(o, s)[None], self.chunk_size, 0)
+                for o, s in zip(observations, episode_states)]

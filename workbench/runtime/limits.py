@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import psutil
@@ -94,6 +94,106 @@ def independent_loops(parts: Components, plans: Sequence[Sequence[EpisodeSpec]],
     evaluators that share nothing. Split the plan with :func:`balanced_split` so no loop
     waits on a long tail. ``max_steps`` caps every episode as the config's does."""
     return _run_loops(parts, [list(p) for p in plans], cores, max_steps)
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """CPU seconds of one pinned single-thread process running a plan, by stage: the
+    simulator's physics (``adapter.step``), observation (``adapter.observe``: the renders
+    and the features a policy reads), the policy (``act``), and the harness (the rest of
+    the process's CPU: the step loop, records of the episode, Python around it).
+
+    ``bound_steps_per_s`` is ``cores`` over the CPU seconds per step without the harness:
+    no evaluator that runs the same physics, renders and policy calls on this machine's
+    cores can step faster (it would need cores beyond these, or less work per step)."""
+
+    steps: int
+    physics_s: float
+    observe_s: float
+    policy_s: float
+    cpu_s: float
+    cores: int
+    observe_every_step: bool
+    episode_steps: dict[str, int] = field(default_factory=dict)
+    """Each episode's steps, by episode id."""
+
+    @property
+    def harness_s(self) -> float:
+        return max(self.cpu_s - self.physics_s - self.observe_s - self.policy_s, 0.0)
+
+    @property
+    def work_s_per_step(self) -> float:
+        return (self.physics_s + self.observe_s + self.policy_s) / max(self.steps, 1)
+
+    @property
+    def bound_steps_per_s(self) -> float:
+        return self.cores / self.work_s_per_step
+
+    def per_step(self) -> dict[str, float]:
+        """CPU milliseconds per step of each stage."""
+        n = max(self.steps, 1)
+        return {"physics_ms": 1e3 * self.physics_s / n, "observe_ms": 1e3 * self.observe_s / n,
+                "policy_ms": 1e3 * self.policy_s / n, "harness_ms": 1e3 * self.harness_s / n}
+
+
+class _Timed:
+    """Adds the process CPU time of each call of ``method`` of ``target`` to ``totals``
+    (process, not thread: software rendering may run on threads of its own)."""
+
+    def __init__(self, target: Any, method: str, totals: dict, key: str) -> None:
+        inner = getattr(target, method)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                totals[key] += time.process_time() - start
+
+        setattr(target, method, timed)
+
+
+def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
+                    observe_every_step: bool, max_steps: int | None) -> None:
+    pin_threads(1)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    adapter, policy = parts.adapter_factory(), parts.policy_factory()
+    policy.load(LoadContext(parts.protocol.name))
+    warm_up(adapter, plan, policy.capabilities.features)
+    totals = {"physics": 0.0, "observe": 0.0, "policy": 0.0}
+    _Timed(adapter, "step", totals, "physics")
+    _Timed(adapter, "observe", totals, "observe")
+    _Timed(policy, "act", totals, "policy")
+    before = time.process_time()
+    episode_steps = {spec.episode_id: run_episode(
+        adapter, policy, spec, observe_every_step=observe_every_step,
+        max_steps=max_steps).steps for spec in plan}
+    cpu = time.process_time() - before
+    adapter.close()
+    queue.put((episode_steps, totals["physics"], totals["observe"], totals["policy"], cpu))
+
+
+def measure_stages(parts: Components, plan: Sequence[EpisodeSpec],
+                   observe_every_step: bool = False, cores: int | None = None,
+                   max_steps: int | None = None) -> StageCost:
+    """Run ``plan`` in one fresh pinned single-thread process (environments built before
+    the clock, the policy in-process) and return its CPU seconds by stage
+    (:class:`StageCost`) under one rendering schedule: every step, or chunk boundaries
+    only."""
+    ctx = process_context(parts.preload)
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_measure_stages,
+                       args=(parts, list(plan), queue, observe_every_step, max_steps))
+    proc.start()
+    episode_steps, physics, observe, policy, cpu = queue.get(timeout=3600)
+    proc.join()
+    return StageCost(sum(episode_steps.values()), physics, observe, policy, cpu,
+                     cores or psutil.cpu_count() or 1, observe_every_step, episode_steps)
 
 
 def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: int

@@ -19,7 +19,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 import psutil
@@ -129,7 +129,11 @@ class ResourceUsage:
 
     cpu_s: CPU seconds (user + system) used by the watched processes during the
     window; cores_busy = cpu_s / wall_s. peak_rss_bytes: largest summed resident
-    memory of the tree at one sample. processes: distinct processes seen.
+    memory of the tree at one sample (shared pages counted once per process).
+    processes: distinct processes seen. With ``pss`` sampling: peak_pss_bytes, the
+    largest summed proportional set size at one sample (every page counted once), and
+    peak_pss_by_name, the largest PSS any one process of each name reached (a pool's
+    processes are named ``wb-worker-N`` and ``wb-replica-N``).
     """
 
     wall_s: float
@@ -139,6 +143,8 @@ class ResourceUsage:
     processes: int
     samples: int
     gpu: GpuSample
+    peak_pss_bytes: int = 0
+    peak_pss_by_name: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat dict (GPU fields prefixed ``gpu_``), e.g. for a DataFrame row."""
@@ -157,9 +163,10 @@ class ResourceMonitor:
     """
 
     def __init__(self, pids: Iterable[int] | None = None, interval_s: float = 0.1,
-                 children: bool = True, gpu_index: int | None = 0) -> None:
+                 children: bool = True, gpu_index: int | None = 0, pss: bool = False) -> None:
         self.pids = list(pids) if pids is not None else [os.getpid()]
         self.interval_s, self.children, self.gpu_index = interval_s, children, gpu_index
+        self.pss = pss
         self.result: ResourceUsage | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -168,7 +175,8 @@ class ResourceMonitor:
         self._start_wall, self._start_epoch = time.perf_counter(), time.time()
         self._first: dict[tuple[int, float], float] = {}
         self._last: dict[tuple[int, float], float] = {}
-        self._peak_rss, self._samples = 0, 0
+        self._peak_rss, self._samples, self._peak_pss = 0, 0, 0
+        self._pss_by_name: dict[str, int] = {}
         self._gpu = _GpuSampler(self.gpu_index) if self.gpu_index is not None else None
         self._sample()
         self._thread = threading.Thread(target=self._run, name="ResourceMonitor", daemon=True)
@@ -206,15 +214,20 @@ class ResourceMonitor:
         return found
 
     def _sample(self) -> None:
-        rss = 0
+        rss = pss = 0
         for proc in self._processes():
             try:
                 with proc.oneshot():
                     times, mem = proc.cpu_times(), proc.memory_info()
                     key = (proc.pid, proc.create_time())
+                    name = proc.name() if self.pss else ""
+                held = memory_held([proc.pid]) if self.pss else 0
             except psutil.Error:
                 continue
-            cpu, rss = times.user + times.system, rss + mem.rss
+            cpu, rss, pss = times.user + times.system, rss + mem.rss, pss + held
+            if held:
+                with self._lock:
+                    self._pss_by_name[name] = max(self._pss_by_name.get(name, 0), held)
             with self._lock:
                 if key not in self._first:  # born during the window: all its CPU counts
                     self._first[key] = 0.0 if key[1] >= self._start_epoch else cpu
@@ -223,12 +236,14 @@ class ResourceMonitor:
             self._gpu.sample()
         with self._lock:
             self._peak_rss, self._samples = max(self._peak_rss, rss), self._samples + 1
+            self._peak_pss = max(self._peak_pss, pss)
 
     def _summary(self, wall_s: float) -> ResourceUsage:
         cpu_s = sum(self._last[k] - self._first[k] for k in self._last)
         gpu = self._gpu.summary() if self._gpu is not None else GpuSample(False, "not sampled")
         return ResourceUsage(wall_s, cpu_s, cpu_s / wall_s if wall_s > 0 else math.nan,
-                             self._peak_rss, len(self._last), self._samples, gpu)
+                             self._peak_rss, len(self._last), self._samples, gpu,
+                             self._peak_pss, dict(self._pss_by_name))
 
 
 def memory_held(pids: Iterable[int]) -> int:

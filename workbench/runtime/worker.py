@@ -22,7 +22,7 @@ from workbench.contracts.rendering import use_headless_rendering
 from workbench.contracts.results import InfrastructureError, PolicyTimeout
 from workbench.errors import WorkbenchError
 from workbench.runtime.episode import run_recorded_episode, warm_up
-from workbench.runtime.replica import pin_threads
+from workbench.runtime.replica import name_process, pin_threads
 from workbench.runtime.transport import ObservationSlot
 
 
@@ -108,6 +108,7 @@ def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
                 capabilities: Capabilities, slot_bytes: int, sys_path: Sequence[str],
                 control: Connection, replica_conns: dict[int, Connection], threads: int) -> None:
     """Entry point of a worker process; runs until told to stop or the control pipe closes."""
+    name_process(f"wb-worker-{worker_id}")
     pin_threads(threads)
     use_headless_rendering()
     adopt_sys_path(sys_path)

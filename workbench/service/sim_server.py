@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
