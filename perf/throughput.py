@@ -597,7 +597,7 @@ def main(argv: list[str] | None = None) -> dict:
         import ray
 
         if not ray.is_initialized():
-            ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=cores, include_dashboard=False, log_to_driver=False)
     rows, orders = [], []
     for round_ in range(args.rounds):
         order = list(table)

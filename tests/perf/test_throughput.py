@@ -30,7 +30,7 @@ def tiny(tmp_path_factory):
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--tasks", "2", "--episodes", "1", "--max-steps", "16",
          "--image-size", "32", "--rounds", "2", "--skip-ray", "--skip-vla-eval",
-         "--search-max-workers", "2", "--seed", "3", "--policy-bound", "--mlp", "256x2",
+         "--search-max-workers", "1", "--seed", "3", "--policy-bound", "--mlp", "256x2",
          "--json", str(path)],
         capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]

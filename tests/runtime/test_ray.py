@@ -27,7 +27,7 @@ COMMON = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"]
 def local_ray():
     if ray.is_initialized():  # one an earlier test's run started
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

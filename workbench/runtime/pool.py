@@ -37,6 +37,8 @@ from workbench.runtime.replica import HARNESS_EXIT_CODE, ReplicaStats, replica_m
 from workbench.runtime.sink import RecordSink, RunReport
 from workbench.runtime.worker import worker_main
 
+STATS_TIMEOUT_S = 5.0  # an idle replica answers a stats request at once
+
 
 @dataclass
 class _Proc:
@@ -312,16 +314,21 @@ class EvalPool:
 
     def replica_stats(self) -> list[ReplicaStats]:
         """The statistics of each live assigned replica. One that died after the run's
-        last episode (its exit not yet seen) is marked dead and has none."""
+        last episode (its exit not yet seen) is marked dead and has none; one still held
+        by a policy call that never returned (its episode already failed for it) does not
+        answer within ``STATS_TIMEOUT_S`` and has none."""
         out = []
         for r in sorted(set(self.assignment.values())):
             if not self.replicas[r].alive:
                 continue
             try:
                 self.replicas[r].control.send(("stats", None))
-                out.append(_expect(self.replicas[r].control, ("stats",), timeout=60)[1])
+                out.append(_expect(self.replicas[r].control, ("stats",),
+                                   timeout=STATS_TIMEOUT_S)[1])
             except (BrokenPipeError, ProcessExited, OSError):
                 self._replica_died(r)
+            except RuntimeError:  # no answer in time: stuck in a hung call
+                continue
         return out
 
     def pids(self) -> list[int]:

@@ -31,8 +31,9 @@ groups.
   records each result as soon as it arrives, so a driver that dies loses only the
   episodes in flight (recorded as interrupted when the run is resumed, never re-run).
   An actor that dies fails its episode as an infrastructure error (not retried); the
-  shard goes on with its other workers, and a shard left with none records its
-  remaining episodes as infrastructure errors.
+  shard goes on with its other workers. A shard left with none (its node died) hands
+  its episodes not yet started to the shards still alive (an episode's outcome does not
+  depend on its shard); with no shard alive they are recorded as infrastructure errors.
 
 Start a cluster the usual Ray way (``ray start --head`` on one machine,
 ``ray start --address=HEAD:6379`` on the others) and set ``ray.address: auto`` (or pass
@@ -374,7 +375,7 @@ def execute_ray(job: Job, pool: RayPool | None = None) -> RunReport:
                 failures.append(message)
                 sink.fail(spec, message, where)
                 if not shard.idle and not any(s is shard for s, _, _ in in_flight.values()):
-                    _fail_rest(sink, shard, "no live worker actor left in its shard", failures)
+                    _hand_over(sink, shard, shards, in_flight, failures)
             except Exception as exc:  # the call itself failed: its episode only
                 sink.fail(spec, f"ray worker call failed: {type(exc).__name__}: "
                                 f"{str(exc)[:500]}", where)
@@ -537,6 +538,26 @@ def _refuse_unless_fits(ray: Any, needs: dict[str, float], what: str, settings: 
                 "add nodes.")
 
 
+def _hand_over(sink: Any, shard: _Shard, shards: Sequence[_Shard], in_flight: dict,
+               failures: list[str]) -> None:
+    """``shard`` has no live worker left: its queued episodes go, round robin, to the
+    shards that still have a worker idle or busy; with none, they fail as
+    infrastructure errors."""
+    alive = [s for s in shards if s is not shard and s.queue is not None
+             and (s.idle or any(t is s for t, _, _ in in_flight.values()))]
+    if not alive:
+        _fail_rest(sink, shard, "no live worker actor left in its shard", failures)
+        return
+    moved = len(shard.queue)
+    for k, spec in enumerate(list(shard.queue)):
+        alive[k % len(alive)].queue.append(spec)
+    shard.queue.clear()
+    if moved:
+        failures.append(f"ray shard {shard.index}: no live worker actor left; its {moved} "
+                        f"episodes not yet started moved to shard(s) "
+                        f"{[s.index for s in alive]}")
+
+
 def _fail_rest(sink: Any, shard: _Shard, why: str, failures: list[str]) -> None:
     message = f"ray shard {shard.index}: {why}"
     failures.append(message)
@@ -581,11 +602,12 @@ def _sys_path() -> tuple[str, ...]:
 
 def ensure_ray(address: str | None) -> Any:
     """The ``ray`` module, connected: to the running instance if this process has one,
-    else to ``address`` (None: a new local instance)."""
+    else to ``address`` (None: a new local instance, even where ``ray start`` left a
+    cluster on this machine that a bare ``ray.init()`` would join)."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
     return ray
 
 
