@@ -196,7 +196,8 @@ def test_a_policy_registered_by_an_installed_entry_point_runs_in_pool_mode(tmp_p
     proc = cli("eval", write_config(tmp_path / "typo.yaml", policy="residual-expert2"),
                check=False, env=env)
     assert proc.returncode == 2
-    assert ("registered: ['aloha-scripted', 'expert', 'expert-vision-cost', 'kitchen-light-slide', "
+    assert ("registered: ['aloha-scripted', 'expert', 'expert-mlp-cost', 'expert-vision-cost', "
+            "'kitchen-light-slide', "
             "'libero-close-drawer', 'openpi', 'remote', "
             "'residual-expert', 'robosuite-lift', 'state-bc', 'state-nn', 'vision', 'vla-eval', "
             "'zero']") \
