@@ -8,7 +8,8 @@ import sys
 import pytest
 
 import workbench
-from workbench.studies.sequential_validation import candidate_outcomes, replay_pairs, summarize
+from workbench.studies.sequential_validation import (candidate_outcomes, fixed_size_progress,
+                                                     replay_pairs, summarize)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,14 @@ def test_progress_is_replayed_from_the_records(runs):
     pairs = replay_pairs(outcomes, alpha=0.05, orders=10, metric="progress")
     row = pairs.iloc[0]
     assert (row.reference, row.decided_share, row.correct_of_decided) == ("a", 1.0, 1.0)
-    assert row.progress_a == 1.0 and row.fixed_matched >= 1
+    assert row.progress_a == 1.0 and row.matched_power == pytest.approx(0.722, abs=1e-3)
+    # the matched fixed-size test is the z-test sized from the pair's own differences
+    wide = outcomes.pivot(index="episode", columns="policy", values="progress")
+    differences = (wide["expert"] - wide["zero"]).to_numpy()
+    assert row.fixed_matched == fixed_size_progress(differences, 0.05, row.matched_power)
+    # expert 1.0 against zero's small shaped reward: a z-test sized on the reference needs
+    # a single episode, the betting test (which must learn the spread) all nine
+    assert (row.fixed_matched, row.median_episodes) == (1, 9)
 
 
 def test_the_command_line_writes_the_table(runs, tmp_path):
