@@ -56,8 +56,9 @@ class StepCost:
         return self.steps / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
-             barrier: Any, max_steps: int | None = None) -> None:
+def _pinned_parts(parts: Components, plan: Sequence[EpisodeSpec]) -> tuple[Any, Any]:
+    """In a measuring process: one math and rendering thread, the adapter and the loaded
+    policy, every context of ``plan`` built (outside the clock)."""
     pin_threads(1)
     try:
         import torch
@@ -67,7 +68,13 @@ def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
         pass
     adapter, policy = parts.adapter_factory(), parts.policy_factory()
     policy.load(LoadContext(parts.protocol.name))
-    warm_up(adapter, plan, policy.capabilities.features)  # build contexts outside the clock
+    warm_up(adapter, plan, policy.capabilities.features)
+    return adapter, policy
+
+
+def _measure(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
+             barrier: Any, max_steps: int | None = None) -> None:
+    adapter, policy = _pinned_parts(parts, plan)
     barrier.wait()  # all processes start their clocks together
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     steps = sum(run_episode(adapter, policy, spec, observe_every_step=False,
@@ -155,16 +162,7 @@ class _Timed:
 
 def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
                     observe_every_step: bool, max_steps: int | None) -> None:
-    pin_threads(1)
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
-    adapter, policy = parts.adapter_factory(), parts.policy_factory()
-    policy.load(LoadContext(parts.protocol.name))
-    warm_up(adapter, plan, policy.capabilities.features)
+    adapter, policy = _pinned_parts(parts, plan)
     totals = {"physics": 0.0, "observe": 0.0, "policy": 0.0}
     _Timed(adapter, "step", totals, "physics")
     _Timed(adapter, "observe", totals, "observe")

@@ -543,7 +543,7 @@ def _hand_over(sink: Any, shard: _Shard, shards: Sequence[_Shard], in_flight: di
     """``shard`` has no live worker left: its queued episodes go, round robin, to the
     shards that still have a worker idle or busy; with none, they fail as
     infrastructure errors."""
-    alive = [s for s in shards if s is not shard and s.queue is not None
+    alive = [s for s in shards if s is not shard
              and (s.idle or any(t is s for t, _, _ in in_flight.values()))]
     if not alive:
         _fail_rest(sink, shard, "no live worker actor left in its shard", failures)

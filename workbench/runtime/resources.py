@@ -129,7 +129,7 @@ class ResourceUsage:
 
     cpu_s: CPU seconds (user + system) used by the watched processes during the
     window; cores_busy = cpu_s / wall_s. peak_rss_bytes: largest summed resident
-    memory of the tree at one sample (shared pages counted once per process).
+    memory of the tree at one sample (a shared page counts in every process holding it).
     processes: distinct processes seen. With ``pss`` sampling: peak_pss_bytes, the
     largest summed proportional set size at one sample (every page counted once), and
     peak_pss_by_name, the largest PSS any one process of each name reached (a pool's
@@ -221,7 +221,7 @@ class ResourceMonitor:
                     times, mem = proc.cpu_times(), proc.memory_info()
                     key = (proc.pid, proc.create_time())
                     name = proc.name() if self.pss else ""
-                held = memory_held([proc.pid]) if self.pss else 0
+                held = _pss(proc) if self.pss else 0
             except psutil.Error:
                 continue
             cpu, rss, pss = times.user + times.system, rss + mem.rss, pss + held
@@ -257,14 +257,19 @@ def memory_held(pids: Iterable[int]) -> int:
     total = 0
     for pid in pids:
         try:
-            proc = psutil.Process(pid)
-            try:
-                total += int(getattr(proc.memory_full_info(), "pss", proc.memory_info().rss))
-            except psutil.AccessDenied:
-                total += int(proc.memory_info().rss)
+            total += _pss(psutil.Process(pid))
         except psutil.Error:
             continue
     return total
+
+
+def _pss(proc: psutil.Process) -> int:
+    """One process's proportional set size (its resident size where PSS is not
+    reported or not readable); raises psutil.Error when the process is gone."""
+    try:
+        return int(getattr(proc.memory_full_info(), "pss", proc.memory_info().rss))
+    except psutil.AccessDenied:
+        return int(proc.memory_info().rss)
 
 
 def cpu_usage(pids: Iterable[int] | None = None, duration_s: float = 1.0,
