@@ -92,6 +92,13 @@ from workbench.runtime.limits import (balanced_split, independent_loops,  # noqa
 from workbench.runtime.resources import ResourceMonitor  # noqa: E402
 
 POLICY = ("expert-vision-cost", {"chunk_size": 8})
+#: ``--quick``'s tasks: the four MT10 tasks whose expert episodes are shortest (44 to 69
+#: steps, near one another so two workers share them evenly); all ten take ~1.5x longer.
+QUICK_TASKS = ("button-press-topdown-v3", "pick-place-v3", "push-v3", "reach-v3")
+#: ``--standard``'s step cap: the trained CNN fails nearly every MT10 episode (500 steps
+#: each at the suite's limit, 25,000 for the list), so uncapped one fixed grid point takes
+#: ~7 minutes here; at 60 steps the grid, the search and LIBERO fit three rounds in an hour.
+STANDARD_MAX_STEPS = 60
 QUANTITIES = ("steps_per_s", "e2e_steps_per_s", "eval_s", "e2e_s")
 PACKAGES = ("robo-workbench", "mujoco", "metaworld", "torch", "numpy", "ray", "vla-eval",
             "psutil", "pandas")
@@ -105,6 +112,11 @@ RATIOS: dict[str, tuple[str, str, str]] = {
     "pool_over_bound_every_step": ("pool every step", "bound every step", "steps_per_s"),
     "single_over_bound_chunk": ("single chunk", "bound chunk", "steps_per_s"),
     "loops_over_bound_chunk": ("independent loops", "bound chunk", "steps_per_s"),
+    "pool_over_contended_bound_chunk": ("pool chunk", "bound chunk contended", "steps_per_s"),
+    "loops_over_contended_bound_chunk": ("independent loops", "bound chunk contended",
+                                         "steps_per_s"),
+    "contended_bound_over_bound_chunk": ("bound chunk contended", "bound chunk",
+                                         "steps_per_s"),
     "vla_eval_over_bound_every_step": ("vla-eval best", "bound every step", "steps_per_s"),
     "pool_over_independent_loops": ("pool chunk", "independent loops", "steps_per_s"),
     # the harness against vla-eval's on equal rendering (both observe every step)
@@ -142,6 +154,8 @@ TARGETS = {
     "pss_per_worker_over_alone <= 1.2": ("pss_per_worker_over_alone", "<=", 1.2),
     "batching_factor_policy_bound >= 1.5": ("batching_factor_policy_bound", ">=", 1.5),
     "policy_bound_pool_over_bound >= 0.85": ("policy_bound_pool_over_bound", ">=", 0.85),
+    "search_quality >= 0.95": ("search_quality", ">=", 0.95),
+    "search_share_of_e2e <= 0.15": ("search_share_of_e2e", "<=", 0.15),
 }
 
 
@@ -181,21 +195,22 @@ def provenance() -> dict[str, Any]:
             "packages": versions, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def workload(n_tasks: int, episodes: int, image_size: int, max_steps: int | None
+def workload(tasks: list[str] | None, episodes: int, image_size: int, max_steps: int | None
              ) -> EvalConfig:
-    """The first ``n_tasks`` MT10 tasks with the vision-cost expert; records go to a
+    """MT10's ``tasks`` (all ten if None) with the vision-cost expert; records go to a
     scratch folder (one run id per row)."""
     config = workbench.load_config(dict(
         benchmark="metaworld", suite="MT10", episodes=episodes, policy=POLICY[0],
         policy_options=POLICY[1], image_size=image_size, max_steps=max_steps, progress=False,
         warm_up=True, output_dir=tempfile.mkdtemp(prefix="throughput-")))
-    return config.replace(tasks=config.task_names()[:n_tasks])
+    return config.replace(tasks=tasks) if tasks else config
 
 
 class Systems:
     """Every measured row, as a method per row (name -> measurement)."""
 
-    def __init__(self, config: EvalConfig, cores: int, search: dict, vla: dict | None) -> None:
+    def __init__(self, config: EvalConfig, cores: int, search: dict | None,
+                 vla: dict | None) -> None:
         self.config, self.cores, self.search, self.vla = config, cores, search, vla
         self.pool = PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0)
         self.parts = build_components(config)
@@ -209,6 +224,7 @@ class Systems:
         pool = self.pool
         rows: dict[str, Callable[[int], dict]] = {
             "bound chunk": lambda r: self.bound(False),
+            "bound chunk contended": lambda r: self.bound(False, self.cores),
             "bound every step": lambda r: self.bound(True),
             "sequential": lambda r: self.run(r, "sequential", backend="sequential",
                                              observe="every_step"),
@@ -226,13 +242,14 @@ class Systems:
             "pool chunk 1 worker": lambda r: self.run(
                 r, "pool chunk 1 worker", backend="pool", observe="chunk_boundary",
                 pool=PoolConfig(1, 1, max_batch=1, max_wait_ms=pool.max_wait_ms)),
-            "pool chunk searched": lambda r: self.run(
-                r, "pool chunk searched", backend="pool", observe="chunk_boundary",
-                search={"enabled": True, **self.search}),
             "ray": lambda r: self.run(r, "ray", backend="ray", pool=pool,
                                       observe="chunk_boundary",
                                       ray={"shards": 1, "cpus_per_shard": self.cores}),
         }
+        if self.search is not None:
+            rows["pool chunk searched"] = lambda r: self.run(
+                r, "pool chunk searched", backend="pool", observe="chunk_boundary",
+                search={"enabled": True, **self.search})
         if self.vla is not None:
             for codec in ("png", "raw"):
                 rows[f"vla-eval {codec}"] = (lambda c: lambda r: self.vla_eval(
@@ -242,12 +259,14 @@ class Systems:
                 {"shards": 1, "max_batch": 1, "max_wait_ms": 0.0})
         return rows
 
-    def bound(self, every_step: bool) -> dict:
+    def bound(self, every_step: bool, processes: int = 1) -> dict:
         start = time.perf_counter()
         cost = measure_stages(self.parts, self.plan, every_step, self.cores,
-                              self.config.max_steps)
-        row = _row(f"bound {'every step' if every_step else 'chunk'}",
-                   f"{self.cores} cores / pinned single-thread work per step",
+                              self.config.max_steps, processes=processes)
+        contended = " contended" if processes > 1 else ""
+        row = _row(f"bound {'every step' if every_step else 'chunk'}{contended}",
+                   f"{self.cores} cores / pinned single-thread work per step"
+                   + (f" ({processes} processes at once)" if processes > 1 else " (alone)"),
                    cost.steps / cost.bound_steps_per_s, time.perf_counter() - start,
                    steps=cost.steps, episodes=len(self.plan))
         row.update({f"cpu_{k}": v for k, v in cost.per_step().items()})
@@ -289,40 +308,44 @@ class Systems:
 
 
 class PolicyBound:
-    """The policy-bound regime's rows (see the module docstring)."""
+    """The policy-bound regime's rows (see the module docstring): ``tasks`` x ``episodes``
+    with the MLP-cost expert, ``workers`` (8 x cores) workers and one replica per core, so
+    that each replica can form batches of ``workers / cores``."""
 
     def __init__(self, tasks: list[str], episodes: int, max_steps: int | None, cores: int,
-                 width: int, layers: int) -> None:
+                 width: int, layers: int, workers: int | None = None) -> None:
         config = workbench.load_config(dict(
             benchmark="metaworld", suite="MT10", episodes=episodes, policy="expert-mlp-cost",
             policy_options={"width": width, "layers": layers, "threads": 1},
             max_steps=max_steps, progress=False, warm_up=True,
             output_dir=tempfile.mkdtemp(prefix="policy-bound-")))
-        self.config, self.cores, self.workers = config.replace(tasks=tasks), cores, 2 * cores
+        self.config, self.cores = config.replace(tasks=tasks), cores
+        self.workers, self.replicas = workers or 8 * cores, cores
+        self.batch = self.workers // self.replicas
         self.parts = build_components(self.config)
         self.plan = workbench.plan_episodes("metaworld", "MT10", tasks, episodes)
-        self.per_item = policy_batch_costs(self.parts, self.plan[0], self.workers)
+        self.per_item = policy_batch_costs(self.parts, self.plan[0], self.batch)
 
     def table(self) -> dict[str, Callable[[int], dict]]:
         def pool(batch: int) -> PoolConfig:
-            return PoolConfig(self.workers, 1, max_batch=batch, max_wait_ms=5.0)
+            return PoolConfig(self.workers, self.replicas, max_batch=batch, max_wait_ms=5.0)
 
         return {
             "policy-bound bound": lambda r: self.bound(),
             "policy-bound pool b1": lambda r: self.run(r, "policy-bound pool b1", pool(1)),
-            "policy-bound pool": lambda r: self.run(r, "policy-bound pool",
-                                                    pool(self.workers)),
+            "policy-bound pool": lambda r: self.run(r, "policy-bound pool", pool(self.batch)),
         }
 
     def bound(self) -> dict:
         start = time.perf_counter()
         cost = measure_stages(self.parts, self.plan, False, self.cores, self.config.max_steps)
-        # the policy's CPU per step at the cheapest batch size, scaled from batch 1's
+        # the policy's CPU per step at the cheapest batch size the pool can form, scaled
+        # from batch 1's (the loop measures act at batch 1)
         best = min(self.per_item.values()) / self.per_item[1]
         work = (cost.physics_s + cost.observe_s + best * cost.policy_s) / cost.steps
         row = _row("policy-bound bound", f"{self.cores} cores / work per step at the best "
-                   f"batch", cost.steps * work / self.cores, time.perf_counter() - start,
-                   steps=cost.steps, episodes=len(self.plan))
+                   f"batch (<= {self.batch})", cost.steps * work / self.cores,
+                   time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))
         row.update({f"cpu_{k}": v for k, v in cost.per_step().items()},
                    policy_call_over_step=cost.policy_s / cost.physics_s,
                    policy_ms_per_item={str(b): 1e3 * v for b, v in self.per_item.items()})
@@ -332,6 +355,109 @@ class PolicyBound:
         result = workbench.run(self.config.replace(run_id=f"{name.replace(' ', '-')}-{round_}",
                                                    backend="pool", pool=pool))
         return _row(name, pool.label, result.report.wall_s, result.e2e_s, result.results)
+
+
+class Standard:
+    """``--standard``'s rows: MT10 x ``episodes`` with the trained ``vision`` CNN (weights
+    "bc"), cameras at chunk boundaries. The policy is not runtime-invariant, so the
+    search's probes do not count: every probe runs the same probe episodes, their results
+    are discarded, and the rule that success on the episodes shared with the first probe
+    must not fall below ``success_fraction`` of its applies.
+
+    - ``standard WwRr``: one fixed pool per point of the search's space (workers 1 to
+      ``max_workers``, replicas 1 to ``min(workers, max_replicas)``), each over the whole
+      list; its warm rate is the steady rate;
+    - ``standard searched``: the search, then its choice over the whole list; its
+      ``steps_per_s`` is the chosen configuration's steady rate (the run after the
+      search), its ``e2e_s`` the whole call (start-up, the search, the run);
+    - ``libero single`` / ``libero pool``: LIBERO-Spatial's first 2 tasks x 2 episodes, the
+      same network on LIBERO's protocol (seeded weights: nothing is trained for it), one
+      process against a pool of ``cores`` workers."""
+
+    def __init__(self, tasks: list[str], episodes: int, image_size: int,
+                 max_steps: int | None, cores: int, search: dict) -> None:
+        self.cores, self.search = cores, search
+        self.config = workbench.load_config(dict(
+            benchmark="metaworld", suite="MT10", episodes=episodes, policy="vision",
+            policy_options={"weights": "bc", "threads": 1}, image_size=image_size,
+            max_steps=max_steps, observe="chunk_boundary", backend="pool", progress=False,
+            warm_up=True, output_dir=tempfile.mkdtemp(prefix="standard-")))
+        self.config = self.config.replace(tasks=tasks)
+        self.libero = workbench.load_config(dict(
+            benchmark="libero", suite="libero_spatial", episodes=2, policy="vision",
+            policy_options={"protocol": "libero-v1", "threads": 1}, image_size=image_size,
+            max_steps=max_steps, observe="chunk_boundary", progress=False, warm_up=True,
+            output_dir=tempfile.mkdtemp(prefix="standard-libero-")))
+        self.libero = self.libero.replace(tasks=self.libero.task_names()[:2])
+        self.grid = [(w, r) for w in range(1, search["max_workers"] + 1)
+                     for r in range(1, min(w, search["max_replicas"]) + 1)]
+
+    def table(self) -> dict[str, Callable[[int], dict]]:
+        rows: dict[str, Callable[[int], dict]] = {
+            f"standard {w}w{r}r": (lambda w, r: lambda k: self.run(
+                k, f"standard {w}w{r}r", self.config, pool=PoolConfig(w, r, max_wait_ms=5.0))
+            )(w, r) for w, r in self.grid}
+        rows["standard searched"] = lambda k: self.run(
+            k, "standard searched", self.config, search={"enabled": True, **self.search})
+        rows["libero single"] = lambda k: self.run(k, "libero single", self.libero,
+                                                   backend="sequential")
+        rows["libero pool"] = lambda k: self.run(
+            k, "libero pool", self.libero, backend="pool",
+            pool=PoolConfig(self.cores, 1, max_batch=self.cores, max_wait_ms=5.0))
+        return rows
+
+    @staticmethod
+    def run(round_: int, name: str, config: EvalConfig, **changes: Any) -> dict:
+        result = workbench.run(config.replace(run_id=f"{name.replace(' ', '-')}-{round_}",
+                                              **changes))
+        report, search = result.report, result.search
+        row = _row(name, report.pool.label if report.pool else "1 process", report.wall_s,
+                   result.e2e_s, result.results)
+        if search is not None:
+            failed = search.probes[search.probes["status"] != "ok"]
+            row.update(search_s=search.search_s, probes=len(search.probes),
+                       chosen=report.pool.label if report.pool else None,
+                       probes_counted=search.counted, stopped=search.decisions[-1:],
+                       failed_probes=[str(r) for r in failed["reason"]])
+        return row
+
+
+def standard_ratios(rows: list[dict]) -> dict:
+    """``search_quality`` (the searched row's steady rate over the best fixed grid
+    point's of the same round), ``search_share_of_e2e`` (its search seconds over its whole
+    call), ``searched_over_same_fixed`` (against the fixed row of the configuration it
+    chose) and ``libero_pool_over_single``, each per round, then median, min and max."""
+    out: dict[str, dict] = {}
+
+    def add(name: str, numerator: str, denominator: str, quantity: str, values: list) -> None:
+        if values:
+            out[name] = {"numerator": numerator, "denominator": denominator,
+                         "quantity": quantity, "value": statistics.median(values),
+                         "min": min(values), "max": max(values), "rounds": len(values)}
+
+    quality, share, same, libero = [], [], [], []
+    for searched in [r for r in rows if r["system"] == "standard searched"]:
+        grid = [r for r in rows if r["round"] == searched["round"]
+                and r["system"].startswith("standard ") and r["system"] != "standard searched"]
+        if grid:
+            quality.append(searched["steps_per_s"] / max(r["steps_per_s"] for r in grid))
+        share.append(searched["search_s"] / searched["e2e_s"])
+        chosen = searched.get("chosen", "")
+        twin = [r for r in grid if r["config"] == chosen]
+        if twin:
+            same.append(searched["steps_per_s"] / twin[0]["steps_per_s"])
+    for pool in [r for r in rows if r["system"] == "libero pool"]:
+        single = [r for r in rows if r["system"] == "libero single" and r["round"] == pool["round"]]
+        if single:
+            libero.append(pool["steps_per_s"] / single[0]["steps_per_s"])
+    add("search_quality", "standard searched", "best standard grid point", "steps_per_s",
+        quality)
+    add("search_share_of_e2e", "standard searched: search_s", "standard searched", "e2e_s",
+        share)
+    add("searched_over_same_fixed", "standard searched", "the fixed row it chose",
+        "steps_per_s", same)
+    add("libero_pool_over_single", "libero pool", "libero single", "steps_per_s", libero)
+    return out
 
 
 def policy_batch_costs(parts: Any, spec: Any, largest: int, repeats: int = 30
@@ -498,15 +624,21 @@ def check_targets(ratios: dict, mem: dict) -> dict:
     return out
 
 
+#: (row name prefix, the row its outcomes are compared with); others: ``sequential``.
+AGREEMENT_BASES = (("policy-bound", "policy-bound pool b1"), ("standard", "standard 1w1r"),
+                   ("libero", "libero single"))
+
+
 def agreement(rows: list[dict]) -> dict:
     """Per-episode agreement of every evaluator row with the same round's sequential row
-    (the policy-bound regime's with its ``pool b1`` row: another policy): success and
+    (the policy-bound regime's with its ``pool b1`` row, ``--standard``'s with its one
+    worker fixed row and LIBERO's with its single process: other policies): success and
     terminal step for the workbench's rows, success for vla-eval's (its export counts
     steps its own way); the bounds and the loops keep no per-episode outcomes."""
     out: dict[str, dict] = {}
     for row in rows:
-        base = "policy-bound pool b1" if row["system"].startswith("policy-bound") \
-            else "sequential"
+        base = next((b for prefix, b in AGREEMENT_BASES if row["system"].startswith(prefix)),
+                    "sequential")
         if row["system"] in (base, "vla-eval best") or row["_df"] is None:
             continue
         (reference,) = [r["_df"] for r in rows
@@ -561,8 +693,17 @@ def main(argv: list[str] | None = None) -> dict:
                         help="tune vla-eval over the full grid (shards 1 to 2 x cores, ...)")
     parser.add_argument("--policy-bound", action="store_true",
                         help="add the policy-bound regime's rows (expert-mlp-cost)")
-    parser.add_argument("--mlp", default="1024x12", metavar="WIDTHxLAYERS",
-                        help="the policy-bound regime's MLP (1024x12)")
+    parser.add_argument("--policy-bound-only", action="store_true",
+                        help="run only the policy-bound regime's rows")
+    parser.add_argument("--policy-bound-episodes", type=int, default=None,
+                        help="the policy-bound regime's episodes per task (the workload's)")
+    parser.add_argument("--policy-bound-workers", type=int, default=None,
+                        help="the policy-bound pools' workers (8 x cores)")
+    parser.add_argument("--mlp", default="1024x20", metavar="WIDTHxLAYERS",
+                        help="the policy-bound regime's MLP (1024x20)")
+    parser.add_argument("--standard", action="store_true",
+                        help="the standard workload only: MT10 x 5 with the trained vision "
+                             "CNN, the fixed grid, the search and LIBERO")
     parser.add_argument("--skip-vla-eval", action="store_true")
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rows' order")
@@ -577,22 +718,35 @@ def main(argv: list[str] | None = None) -> dict:
     started = provenance()
     use_headless_rendering()
     cores = psutil.cpu_count() or 1
-    config = workload(args.tasks or (4 if args.quick else 10),
-                      args.episodes or (1 if args.quick else 3), args.image_size,
-                      args.max_steps)
+    if args.standard:
+        args.max_steps = args.max_steps or STANDARD_MAX_STEPS
+    tasks = list(QUICK_TASKS) if args.quick and not args.tasks else None
+    config = workload(tasks, args.episodes or (1 if args.quick else 5 if args.standard else 3),
+                      args.image_size, args.max_steps)
+    if args.tasks:
+        config = config.replace(tasks=config.task_names()[:args.tasks])
     search = {"max_workers": args.search_max_workers or 2 * cores, "max_replicas": 2}
     vla, vla_table = None, pd.DataFrame()
-    if not args.skip_vla_eval:
-        vla, vla_table = tune_vla_eval(list(config.task_names())[:2],
-                                       vla_eval_grid(cores, args.full_grid), args.max_steps)
-    systems = Systems(config, cores, search, vla)
-    table = systems.table()
-    if args.policy_bound:
+    table: dict[str, Callable[[int], dict]] = {}
+    if args.standard:
+        table.update(Standard(list(config.task_names()), config.episodes, args.image_size,
+                              args.max_steps, cores, search).table())
+    elif not args.policy_bound_only:
+        if not args.skip_vla_eval:
+            vla, vla_table = tune_vla_eval(list(config.task_names())[:2],
+                                           vla_eval_grid(cores, args.full_grid),
+                                           args.max_steps)
+        # on --quick the probes would run every step (the row is --standard's subject)
+        systems = Systems(config, cores, None if args.quick else search, vla)
+        table.update(systems.table())
+    if args.policy_bound or args.policy_bound_only:
         width, layers = (int(v) for v in args.mlp.lower().split("x"))
-        table.update(PolicyBound(list(config.task_names()), config.episodes, args.max_steps,
-                                 cores, width, layers).table())
-    if args.skip_ray:
-        table.pop("ray")
+        table.update(PolicyBound(list(config.task_names()),
+                                 args.policy_bound_episodes or config.episodes,
+                                 args.max_steps, cores, width, layers,
+                                 args.policy_bound_workers).table())
+    if args.skip_ray or "ray" not in table:
+        table.pop("ray", None)
     else:
         import ray
 
@@ -611,13 +765,17 @@ def main(argv: list[str] | None = None) -> dict:
                   f"PSS {row['peak_pss_mib']:6.0f} MiB  {row['config']}", flush=True)
     rows = with_best_vla_eval(rows)
     medians, ratios = summarize(rows)
+    ratios.update(standard_ratios(rows))
     mem = memory(rows)
     summary = {
         "provenance": {**started, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
         "workload": {"tasks": list(config.task_names()), "episodes_per_task": config.episodes,
                      "image_size": config.image_size, "max_steps": config.max_steps,
-                     "policy": POLICY[0], "chunk_size": POLICY[1]["chunk_size"],
+                     "policy": "vision (bc)" if args.standard else POLICY[0],
+                     "chunk_size": POLICY[1]["chunk_size"],
                      "cores": cores, "rounds": args.rounds, "quick": args.quick,
+                     "standard": args.standard, "policy_bound_only": args.policy_bound_only,
+                     "mlp": args.mlp if args.policy_bound or args.policy_bound_only else None,
                      "orders": orders, "seed": args.seed},
         "rows": [{k: v for k, v in r.items() if k != "_df"} for r in rows],
         "medians": medians, "ratios": ratios, "memory": mem,

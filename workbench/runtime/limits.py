@@ -123,6 +123,8 @@ class StageCost:
     observe_every_step: bool
     episode_steps: dict[str, int] = field(default_factory=dict)
     """Each episode's steps, by episode id."""
+    processes: int = 1
+    """How many processes ran the plan at once (each the whole plan)."""
 
     @property
     def harness_s(self) -> float:
@@ -161,12 +163,13 @@ class _Timed:
 
 
 def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
-                    observe_every_step: bool, max_steps: int | None) -> None:
+                    observe_every_step: bool, max_steps: int | None, barrier: Any) -> None:
     adapter, policy = _pinned_parts(parts, plan)
     totals = {"physics": 0.0, "observe": 0.0, "policy": 0.0}
     _Timed(adapter, "step", totals, "physics")
     _Timed(adapter, "observe", totals, "observe")
     _Timed(policy, "act", totals, "policy")
+    barrier.wait()  # with several processes, all start their clocks together
     before = time.process_time()
     episode_steps = {spec.episode_id: run_episode(
         adapter, policy, spec, observe_every_step=observe_every_step,
@@ -178,20 +181,32 @@ def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Qu
 
 def measure_stages(parts: Components, plan: Sequence[EpisodeSpec],
                    observe_every_step: bool = False, cores: int | None = None,
-                   max_steps: int | None = None) -> StageCost:
-    """Run ``plan`` in one fresh pinned single-thread process (environments built before
-    the clock, the policy in-process) and return its CPU seconds by stage
+                   max_steps: int | None = None, processes: int = 1) -> StageCost:
+    """Run ``plan`` in fresh pinned single-thread processes (environments built before
+    the clock, the policy in-process) and return their CPU seconds by stage
     (:class:`StageCost`) under one rendering schedule: every step, or chunk boundaries
-    only."""
+    only.
+
+    ``processes=1``: one process alone, the definition's bound (nothing on these cores
+    can do the same work per step for less). ``processes=cores``: that many processes
+    at once, each the whole plan, their stage seconds summed (``steps`` counts every
+    process's): the work per step when every core is busy, which includes what busy
+    cores cost each other (caches, memory bandwidth, clock)."""
     ctx = process_context(parts.preload)
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_measure_stages,
-                       args=(parts, list(plan), queue, observe_every_step, max_steps))
-    proc.start()
-    episode_steps, physics, observe, policy, cpu = queue.get(timeout=3600)
-    proc.join()
-    return StageCost(sum(episode_steps.values()), physics, observe, policy, cpu,
-                     cores or psutil.cpu_count() or 1, observe_every_step, episode_steps)
+    queue, barrier = ctx.Queue(), ctx.Barrier(processes)
+    procs = [ctx.Process(target=_measure_stages, args=(parts, list(plan), queue,
+                                                       observe_every_step, max_steps, barrier))
+             for _ in range(processes)]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=3600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    episode_steps = results[0][0]
+    return StageCost(sum(sum(r[0].values()) for r in results),
+                     *(sum(r[k] for r in results) for k in range(1, 5)),
+                     cores or psutil.cpu_count() or 1, observe_every_step, episode_steps,
+                     processes)
 
 
 def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: int
