@@ -263,13 +263,14 @@ class Systems:
         start = time.perf_counter()
         cost = measure_stages(self.parts, self.plan, every_step, self.cores,
                               self.config.max_steps, processes=processes)
+        steps = cost.steps // processes  # the plan's (each process ran all of it)
         contended = " contended" if processes > 1 else ""
         row = _row(f"bound {'every step' if every_step else 'chunk'}{contended}",
                    f"{self.cores} cores / pinned single-thread work per step"
                    + (f" ({processes} processes at once)" if processes > 1 else " (alone)"),
-                   cost.steps / cost.bound_steps_per_s, time.perf_counter() - start,
-                   steps=cost.steps, episodes=len(self.plan))
-        row.update({f"cpu_{k}": v for k, v in cost.per_step().items()})
+                   steps / cost.bound_steps_per_s, time.perf_counter() - start,
+                   steps=steps, episodes=len(self.plan))
+        row.update({f"cpu_{k}": v for k, v in cost.per_step().items()}, processes=processes)
         return row
 
     def run(self, round_: int, name: str, **changes: Any) -> dict:
@@ -706,6 +707,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "CNN, the fixed grid, the search and LIBERO")
     parser.add_argument("--skip-vla-eval", action="store_true")
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-libero", action="store_true", help="--standard without LIBERO")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rows' order")
     parser.add_argument("--json", default=None, help="also write the JSON here")
     parser.add_argument("--table", default=None, metavar="JSON",
@@ -731,6 +733,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.standard:
         table.update(Standard(list(config.task_names()), config.episodes, args.image_size,
                               args.max_steps, cores, search).table())
+        if args.skip_libero:
+            for name in ("libero single", "libero pool"):
+                table.pop(name)
     elif not args.policy_bound_only:
         if not args.skip_vla_eval:
             vla, vla_table = tune_vla_eval(list(config.task_names())[:2],
@@ -769,7 +774,9 @@ def main(argv: list[str] | None = None) -> dict:
     mem = memory(rows)
     summary = {
         "provenance": {**started, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-        "workload": {"tasks": list(config.task_names()), "episodes_per_task": config.episodes,
+        "workload": {"tasks": list(config.task_names()), "episodes_per_task":
+                     args.policy_bound_episodes or config.episodes if args.policy_bound_only
+                     else config.episodes,
                      "image_size": config.image_size, "max_steps": config.max_steps,
                      "policy": "vision (bc)" if args.standard else POLICY[0],
                      "chunk_size": POLICY[1]["chunk_size"],

@@ -3,6 +3,8 @@
 
 - runtime experiments: pool sweep, variant ladder, outcome agreement across runtime
   variants, the search table, hand-made probes (:mod:`.runtime`, plots in :mod:`.plots`);
+  scaling against episodes, workers and replicas (:mod:`.scaling`), Ray over two hosts
+  in network namespaces (:mod:`.ray_hosts`);
 - ranking studies: the graded policies' own rollouts ranked by a judge
   (:mod:`.own_rollouts`), judge validation on held-out candidates
   (:mod:`.judge_validation`, candidates trained by :mod:`.candidates` and
@@ -38,6 +40,7 @@ _EXPORTS = {
     "ray_ladder": "workbench.studies.runtime",
     "replay_frames": "workbench.studies.frame_replay",
     "run_row": "workbench.studies.runtime",
+    "scaling_table": "workbench.studies.scaling",
     "runtime_ladder": "workbench.studies.runtime",
     "search_table": "workbench.studies.runtime",
     "summarize_validation": "workbench.studies.judge_validation",
