@@ -245,7 +245,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     config = load_config(args.config, _parse_set(args.set), "--set")
     result = compare(config, args.policies, alpha=args.alpha, max_episodes=args.max_episodes,
                      metric=args.metric, round_episodes=args.round_episodes,
-                     on_round=None if args.json else _print_round)
+                     on_round=None if args.json else _print_round,
+                     open_ended=args.open_ended)
     print("\n".join(result.to_json_lines()) if args.json else describe(result))
     return 0
 
@@ -420,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (as for eval); repeatable")
     p.add_argument("--json", action="store_true", help="one JSON object per pair")
+    p.add_argument("--open-ended", action="store_true",
+                   help="threshold 1/alpha, valid if the budget is extended later (default: "
+                        "the exact threshold for this budget, deciding sooner)")
     p = _add(sub, "check-adapter", "Check that a benchmark adapter keeps the contracts the "
                                    "runtime relies on (exit 1 on a failed check).",
              cmd_check_adapter)

@@ -12,7 +12,14 @@ shard ``r`` of ``R`` (``round_episodes`` episodes of every task), recorded as it
 of the policy in ``<output_dir>/<label>/records.sqlite``, so no episode is ever run twice
 and a killed comparison resumes like any run. Each decision (round, paired episodes,
 e-value, threshold, winner) is recorded in ``<output_dir>/comparison.sqlite``, with the
-settings it was made under; resuming with other settings is refused. An episode the
+settings it was made under; resuming with other settings is refused.
+
+The threshold on success: the budget is known when the comparison starts (the frozen
+plan's paired episodes), so by default it is the exact threshold for that horizon
+(:func:`~workbench.ranking.sequential.budget_threshold`: 14.4 instead of 20 at 5%, the
+same type-I error, decisions sooner). ``open_ended=True`` (``--open-ended``) keeps
+``1 / alpha``, valid however far the budget is later extended; a budget-calibrated
+comparison must not be extended past its budget. An episode the
 harness failed (an infrastructure error) is left out of its pairs; a policy failure is a
 failed episode.
 
@@ -164,11 +171,13 @@ def compare(config: EvalConfig | Mapping[str, Any] | str | Path,
             policies: Sequence[str] | Mapping[str, Any],
             alpha: float = 0.05, max_episodes: int | None = None, metric: str = "success",
             round_episodes: int = 1, output_dir: str | Path | None = None,
-            on_round: Callable[[int, pd.DataFrame], None] | None = None) -> Comparison:
+            on_round: Callable[[int, pd.DataFrame], None] | None = None,
+            open_ended: bool = False) -> Comparison:
     """Compare ``policies`` (references, or ``label=reference``) on ``config``'s benchmark
     and episodes; see the module docstring. ``max_episodes`` per task (default: the
     config's ``episodes``), a multiple of ``round_episodes``; ``on_round(round, pairs)``
-    is called after each round."""
+    is called after each round; ``open_ended``: the threshold ``1 / alpha`` instead of
+    the budget's exact one (see the module docstring)."""
     base = config if isinstance(config, EvalConfig) else load_config(config)
     arms = parse_policies(policies)
     if metric not in METRICS:
@@ -191,10 +200,15 @@ def compare(config: EvalConfig | Mapping[str, Any] | str | Path,
     rounds = cap // round_episodes
     pairs = list(combinations([label for label, _, _ in arms], 2))
     per_pair = alpha / len(pairs)
+    if not isinstance(open_ended, bool):
+        raise ConfigError(f"open_ended: expected true or false; got {open_ended!r}")
     settings = {"config": base.replace(output_dir=str(out), policy="zero").key(),
                 "policies": arms, "alpha": alpha, "metric": metric, "max_episodes": cap,
                 "round_episodes": round_episodes}
     plan = plan_episodes(base.benchmark_class.name, base.suite, base.task_names(), cap)
+    horizon = None if open_ended else len(plan)
+    if horizon is not None:
+        settings["horizon"] = horizon
     order = [e.episode_id for r in range(rounds) for e in shard_episodes(plan, rounds, r)]
     ledger = _Ledger(out / "comparison.sqlite", settings)
     outcomes = {label: _recorded(out / label, metric) for label, _, _ in arms}
@@ -210,11 +224,12 @@ def compare(config: EvalConfig | Mapping[str, Any] | str | Path,
                                          base.policy_options, shards=rounds, shard=r,
                                          output_dir=str(out / label))
                     outcomes[label].update(_outcomes(run(shard).results, metric))
-            _update(ledger, pairs, decided, outcomes, order, per_pair, metric, r)
+            _update(ledger, pairs, decided, outcomes, order, per_pair, metric, r, horizon)
             ledger.finish_round(r)
             if on_round is not None:
-                on_round(r, _table(ledger, pairs, outcomes, order, per_pair, metric, len(plan)))
-        table = _table(ledger, pairs, outcomes, order, per_pair, metric, len(plan))
+                on_round(r, _table(ledger, pairs, outcomes, order, per_pair, metric, len(plan),
+                                   horizon))
+        table = _table(ledger, pairs, outcomes, order, per_pair, metric, len(plan), horizon)
         done_rounds = len(ledger.rounds())
     finally:
         ledger.close()
@@ -231,26 +246,26 @@ def _paired(outcomes: Mapping[str, Mapping[str, float]], a: str, b: str,
 
 def _update(ledger: _Ledger, pairs: Sequence[tuple[str, str]], decided: Mapping,
             outcomes: Mapping[str, Mapping[str, float]], order: Sequence[str],
-            alpha: float, metric: str, round_: int) -> None:
+            alpha: float, metric: str, round_: int, horizon: int | None = None) -> None:
     for a, b in pairs:
         if (a, b) in decided:
             continue
-        state = decide(*_paired(outcomes, a, b, order), alpha, metric)
+        state = decide(*_paired(outcomes, a, b, order), alpha, metric, horizon)
         if state.decided:
             ledger.decide(a, b, round_, state, a if state.winner == "a" else b)
 
 
 def _table(ledger: _Ledger, pairs: Sequence[tuple[str, str]],
            outcomes: Mapping[str, Mapping[str, float]], order: Sequence[str], alpha: float,
-           metric: str, budget: int) -> pd.DataFrame:
+           metric: str, budget: int, horizon: int | None = None) -> pd.DataFrame:
     decided, rows = ledger.decisions(), []
     for a, b in pairs:
         x, y = _paired(outcomes, a, b, order)
         if (a, b) in decided:
             round_, episodes, statistic, threshold, winner = decided[(a, b)]
-            state = decide(x[:episodes], y[:episodes], alpha, metric)
+            state = decide(x[:episodes], y[:episodes], alpha, metric, horizon)
         else:
-            state = decide(x, y, alpha, metric)
+            state = decide(x, y, alpha, metric, horizon)
             round_, episodes, statistic, threshold, winner = (None, state.episodes,
                                                               state.statistic,
                                                               state.threshold, None)

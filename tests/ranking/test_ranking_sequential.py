@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from workbench.ranking.sequential import (betting_e_process, decide, discordant_e_value,
-                                          first_decision, fixed_size_episodes)
+from workbench.ranking.sequential import (betting_e_process, budget_threshold, decide,
+                                          discordant_e_value, first_decision,
+                                          fixed_size_episodes)
 
 ALPHA = 0.05
 SIMULATIONS = 1000
@@ -45,6 +46,39 @@ def test_success_type_one_error_under_the_null_looking_after_every_episode():
     a, b = null_pairs(np.random.default_rng(1), (SIMULATIONS, EPISODES))
     ever = (kt_process(a, b) >= 1 / ALPHA).any(axis=1)
     assert ever.mean() <= ALPHA, ever.mean()
+
+
+def test_the_budget_threshold_keeps_alpha_and_uses_the_room_ville_leaves():
+    # 4,000 null comparisons of 200 paired episodes, looked at after every episode, the
+    # threshold exact for that budget: type-I at most alpha, and more of it spent than at
+    # 1 / alpha (the room the calibration takes; 1 / alpha holds for any horizon)
+    a, b = null_pairs(np.random.default_rng(11), (4 * SIMULATIONS, EPISODES))
+    process = kt_process(a, b)
+    threshold = budget_threshold(EPISODES, ALPHA)
+    calibrated = (process >= threshold).any(axis=1).mean()
+    ville = (process >= 1 / ALPHA).any(axis=1).mean()
+    assert threshold < 0.75 / ALPHA
+    assert ville < calibrated <= ALPHA, (ville, calibrated)
+    # on discordant pairs alone (a fair coin each) the exact crossing share is ~0.042
+    coin = np.random.default_rng(12).integers(0, 2, (4 * SIMULATIONS, EPISODES))
+    share = (kt_process(coin, 1 - coin) >= threshold).any(axis=1).mean()
+    assert 0.03 < share <= ALPHA, share
+
+
+def test_a_known_budget_decides_a_clear_difference_sooner():
+    rng = np.random.default_rng(13)
+    used = {None: [], EPISODES: []}
+    for _ in range(200):
+        a = (rng.random(EPISODES) < 0.7).astype(int)
+        b = (rng.random(EPISODES) < 0.45).astype(int)
+        for horizon in used:
+            state = first_decision(a, b, ALPHA, horizon=horizon)
+            assert state.winner in ("a", None)
+            used[horizon].append(state.episodes)
+            if horizon:
+                assert state.threshold == pytest.approx(budget_threshold(EPISODES, ALPHA))
+    assert np.median(used[EPISODES]) < np.median(used[None])
+    assert all(k <= v for k, v in zip(used[EPISODES], used[None]))  # a lower bar, same path
 
 
 def test_progress_type_one_error_under_the_null_looking_after_every_episode():

@@ -26,6 +26,7 @@ of any false decision stays below ``alpha``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -43,6 +44,52 @@ def discordant_e_value(a_only: int, b_only: int) -> float:
     log_e = (math.lgamma(a_only + 0.5) + math.lgamma(b_only + 0.5) - math.lgamma(n + 1.0)
              - 2 * math.lgamma(0.5) + n * math.log(2.0))
     return math.exp(log_e)
+
+
+@functools.lru_cache(maxsize=128)
+def budget_threshold(horizon: int, alpha: float = 0.05) -> float:
+    """The smallest threshold ``c`` for :func:`discordant_e_value` with
+    ``P(max over n <= horizon of E_n >= c) <= alpha`` exactly, under the null (each
+    discordant pair a fair coin), for a comparison that can see at most ``horizon``
+    discordant pairs (its episode budget bounds them). Ville's ``1 / alpha`` holds for
+    any horizon; with the horizon known the exact threshold is lower (so a decision
+    comes sooner) at the same type-I error. Computed by dynamic programming over the
+    fair walk, bisecting on ``log c``; at most ``1 / alpha``. Where no ``horizon`` pairs
+    can pass at ``alpha`` it lies above every attainable e-value (never decides).
+
+    >>> round(budget_threshold(200, 0.05), 2)
+    14.44
+    >>> budget_threshold(5, 0.05) > discordant_e_value(5, 0)  # 5 pairs cannot decide at 5%
+    True
+    """
+    if not (isinstance(horizon, int) and horizon >= 1):
+        raise ValueError(f"horizon: expected a positive integer; got {horizon!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a number in (0, 1); got {alpha!r}")
+    from scipy.special import gammaln
+
+    def crossing(log_c: float) -> float:
+        p, total = np.array([1.0]), 0.0
+        for n in range(1, horizon + 1):
+            q = np.zeros(n + 1)
+            q[:-1] += 0.5 * p
+            q[1:] += 0.5 * p
+            a = np.arange(n + 1)
+            log_e = (gammaln(a + 0.5) + gammaln(n - a + 0.5) - gammaln(n + 1.0)
+                     - 2 * math.lgamma(0.5) + n * math.log(2.0))
+            hit = log_e >= log_c - 1e-9  # a tie within rounding counts as crossing
+            total += float(q[hit].sum())
+            q[hit] = 0.0
+            p = q
+        return total
+
+    low, high = 0.0, math.log(1.0 / alpha)
+    if crossing(high) > alpha:  # cannot happen (Ville), kept as a guard
+        return 1.0 / alpha
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (low, middle) if crossing(middle) <= alpha else (middle, high)
+    return math.exp(high)
 
 
 def discordant_interval(a_only: int, b_only: int, alpha: float = 0.05,
@@ -124,10 +171,11 @@ def _bounded(values: Sequence[float], name: str) -> np.ndarray:
 
 
 def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
-           metric: str = "success") -> Decision:
+           metric: str = "success", horizon: int | None = None) -> Decision:
     """The test of the paired outcomes so far (``a[i]`` and ``b[i]`` from the same episode,
     in the order they were planned): decided when the e-value reaches ``1 / alpha``, for
-    the side with the better total."""
+    the side with the better total. ``horizon`` (success only): the most paired episodes
+    the comparison may run; the threshold is then :func:`budget_threshold` for it."""
     if metric not in METRICS:
         raise ValueError(f"metric: expected one of {list(METRICS)}; got {metric!r}")
     if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
@@ -142,7 +190,7 @@ def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
     else:
         a_only, b_only = int(np.sum(x > y)), int(np.sum(y > x))
         statistic = betting_e_value((x - y).tolist())
-    threshold = 1.0 / alpha
+    threshold = _threshold(alpha, metric, horizon)
     lead = float(x.sum() - y.sum())
     winner = None if statistic < threshold or lead == 0 else ("a" if lead > 0 else "b")
     interval = discordant_interval(a_only, b_only, alpha) if metric == "success" else None
@@ -151,12 +199,17 @@ def decide(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
                     float(y.mean()) if y.size else math.nan, interval)
 
 
+def _threshold(alpha: float, metric: str, horizon: int | None) -> float:
+    return budget_threshold(horizon, alpha) if horizon and metric == "success" else 1 / alpha
+
+
 def first_decision(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
-                   metric: str = "success", every: int = 1) -> Decision:
+                   metric: str = "success", every: int = 1,
+                   horizon: int | None = None) -> Decision:
     """The test looked at after every ``every`` paired episodes: the first decision, or the
     undecided state at the end of the sequences. The e-process is computed once over the
     whole sequence (its value after ``k`` episodes depends only on those ``k``)."""
-    final = decide(a, b, alpha, metric)  # checks the input
+    final = decide(a, b, alpha, metric, horizon)  # checks the input
     x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
     n = x.size
     if metric == "success":
@@ -171,8 +224,9 @@ def first_decision(a: Sequence[float], b: Sequence[float], alpha: float = 0.05,
         process = betting_e_process((x - y).tolist())
     looks = np.array(list(range(every, n + 1, every)) + ([n] if n % every else []), int)
     lead = np.cumsum(x - y)
-    hits = looks[(process[looks - 1] >= 1.0 / alpha) & (lead[looks - 1] != 0)] if n else looks
-    return decide(a[:hits[0]], b[:hits[0]], alpha, metric) if hits.size else final
+    threshold = _threshold(alpha, metric, horizon)
+    hits = looks[(process[looks - 1] >= threshold) & (lead[looks - 1] != 0)] if n else looks
+    return decide(a[:hits[0]], b[:hits[0]], alpha, metric, horizon) if hits.size else final
 
 
 def fixed_size_episodes(p_a_only: float, p_b_only: float, alpha: float = 0.05,

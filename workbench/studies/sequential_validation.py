@@ -140,12 +140,15 @@ def fixed_size_progress(differences: np.ndarray, alpha: float, power: float) -> 
 
 
 def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
-                 power: float = 0.8, seed: int = 0, metric: str = "success") -> pd.DataFrame:
+                 power: float = 0.8, seed: int = 0, metric: str = "success",
+                 budget_calibrated: bool = False) -> pd.DataFrame:
     """The replay of the sequential test per pair of candidates (see the module
     docstring); ``alpha`` per pair. The fixed-size test is sized twice: for ``power``
     (``fixed_size``) and for the power the sequential test showed (``fixed_matched``,
     :func:`matched_power`); ``ratio_*`` divide the sequential test's median episodes
-    by each."""
+    by each. ``budget_calibrated``: the success test's threshold is the exact one for the
+    pair's episodes as the budget (:func:`~workbench.ranking.sequential.budget_threshold`)
+    instead of ``1 / alpha``."""
     wide = outcomes.pivot(index="episode", columns="policy", values=metric)
     rng = np.random.default_rng(seed)
     rows = []
@@ -168,7 +171,8 @@ def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
         used, oracle, correct, decided = [], [], 0, 0
         for _ in range(orders):
             order = rng.permutation(n)
-            state = first_decision(x[order], y[order], alpha, metric)
+            state = first_decision(x[order], y[order], alpha, metric,
+                                   horizon=n if budget_calibrated else None)
             used.append(state.episodes)
             if metric == "success":
                 oracle.append(_oracle_episodes(x[order], y[order], a_only, b_only, alpha))
@@ -248,13 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metric", choices=["success", "progress"], default="success")
     parser.add_argument("--run-fresh", action="store_true",
                         help="first run the fresh candidates (the graded ladder) into RUNS_DIR")
+    parser.add_argument("--budget-calibrated", action="store_true",
+                        help="the success test at the exact threshold for the budget")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     try:
         if args.run_fresh:
             run_fresh_candidates(args.runs_dir)
         pairs = replay_pairs(candidate_outcomes(args.runs_dir), args.alpha, args.orders,
-                             metric=args.metric)
+                             metric=args.metric, budget_calibrated=args.budget_calibrated)
     except ValueError as exc:
         print(f"sequential_validation: error: {exc}", file=sys.stderr)
         return 2
