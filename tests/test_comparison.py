@@ -67,6 +67,15 @@ def test_a_clearly_worse_policy_is_decided_long_before_the_budget(uninterrupted)
         assert pair["threshold"] < 60
 
 
+def test_open_ended_keeps_ville_threshold(tmp_path):
+    done = cli("compare", write(tmp_path, "open"), "--policies", "expert", "zero",
+               "--open-ended", "--json")
+    (pair,) = pairs(done).values()
+    assert pair["threshold"] == pytest.approx(20.0)  # 1 / 0.05, one pair
+    assert budget_threshold(16, 0.05) < 20.0  # what the default would have used
+    assert pair["decided"] and pair["winner"] == "expert" and pair["statistic"] >= 20.0
+
+
 def test_every_decision_is_in_the_records_with_its_settings(uninterrupted):
     found, folder = uninterrupted
     with sqlite3.connect(folder / "comparison.sqlite") as con:
