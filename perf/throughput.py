@@ -355,7 +355,10 @@ class PolicyBound:
     def run(self, round_: int, name: str, pool: PoolConfig) -> dict:
         result = workbench.run(self.config.replace(run_id=f"{name.replace(' ', '-')}-{round_}",
                                                    backend="pool", pool=pool))
-        return _row(name, pool.label, result.report.wall_s, result.e2e_s, result.results)
+        row = _row(name, pool.label, result.report.wall_s, result.e2e_s, result.results)
+        sizes = result.report.batch_sizes()
+        row["mean_batch"] = sum(k * n for k, n in sizes.items()) / max(sum(sizes.values()), 1)
+        return row
 
 
 class Standard:
@@ -662,7 +665,10 @@ def markdown_table(summary: dict) -> str:
     """The README's performance table, from a result's JSON: each ratio with its range and
     rows, and each target's verdict."""
     p, w = summary["provenance"], summary["workload"]
-    lines = [f"`perf/throughput.py{' --quick' if w.get('quick') else ''}` at commit "
+    flags = "".join(f" --{flag.replace('_', '-')}" for flag in ("quick", "standard",
+                                                                "policy_bound_only")
+                    if w.get(flag))
+    lines = [f"`perf/throughput.py{flags}` at commit "
              f"{p['commit'][:7]}{' (uncommitted changes)' if p['uncommitted'] else ''} on "
              f"{p['cpu_model']} ({p['cores_logical']} cores), {len(w['tasks'])} MT10 tasks x "
              f"{w['episodes_per_task']} episode(s), {w['rounds']} rounds in random order:",
@@ -710,13 +716,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--skip-libero", action="store_true", help="--standard without LIBERO")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rows' order")
     parser.add_argument("--json", default=None, help="also write the JSON here")
-    parser.add_argument("--table", default=None, metavar="JSON",
-                        help="print the markdown table of a result's JSON and exit")
+    parser.add_argument("--table", default=None, metavar="JSON", nargs="+",
+                        help="print the markdown table of each result's JSON and exit")
     args = parser.parse_args(argv)
     if args.table:
-        summary = json.loads(Path(args.table).read_text().strip().splitlines()[-1])
-        print(markdown_table(summary))
-        return summary
+        summaries = [json.loads(Path(path).read_text().strip().splitlines()[-1])
+                     for path in args.table]
+        print("\n\n".join(markdown_table(summary) for summary in summaries))
+        return summaries[-1]
     started = provenance()
     use_headless_rendering()
     cores = psutil.cpu_count() or 1
