@@ -23,7 +23,8 @@ Rows (one kind each; the workbench's through its runner, ``workbench.run``):
   ``pool chunk b1``: the same pools with max batch 1 (batching alone);
   ``pool chunk 1 worker``: one worker (its memory is what a worker costs alone);
   ``pool chunk searched``: the concurrency search then its choice (probes count: the
-  policy is runtime-invariant; its ``e2e_s`` includes the search).
+  policy is runtime-invariant; its ``e2e_s`` includes the search; not in ``--quick``,
+  whose probes would run every step of the list).
 - ``ray``: the Ray backend, one shard of N worker actors and 1 replica actor.
 - ``vla-eval png`` / ``vla-eval raw``: ``vla-eval run --no-docker`` shards against its
   batching model server, each image codec at the configuration tuned for it alone (a grid
@@ -32,10 +33,18 @@ Rows (one kind each; the workbench's through its runner, ``workbench.run``):
   equal-rendering peer is ``pool every step``. ``vla-eval 1 shard``: the better codec with
   one shard and no batching, the peer of ``sequential``.
 
+- ``bound chunk contended``: the chunk bound's measurement in one pinned process per core
+  at once, each the whole list: the work per step with every core busy (what busy cores
+  cost each other); not a bound in the strict sense.
+
+``--standard`` runs other rows only (:class:`Standard`): the trained vision CNN on MT10 x 5
+episodes, one fixed pool per point of the search's space, the search and its choice, and
+LIBERO-Spatial; ``--policy-bound-only`` only the policy-bound rows below.
+
 With ``--policy-bound``, three more rows on a regime where the policy, not the simulator,
 is the cost: ``expert-mlp-cost`` (a wide MLP on the state, chunks of 1, one call at batch
 1 at least 5x a physics step here; no cameras), ``policy-bound pool b1`` and
-``policy-bound pool`` (2 x cores workers, 1 replica, max batch 1 and 2 x cores), and
+``policy-bound pool`` (8 x cores workers, one replica per core, max batch 1 and 8), and
 ``policy-bound bound`` (cores / (physics and observation per step plus the policy's
 cheapest CPU per item over the batch sizes the pool may form, measured in this pinned
 process)).
@@ -47,7 +56,7 @@ round in one quantity; its value is the median over the rounds, with min and max
 the peak proportional set size (shared pages counted once) of each row's process tree,
 and of its largest pool worker.
 
-    python perf/throughput.py [--quick] [--rounds 3] [--tasks K] [--episodes N]
+    python perf/throughput.py [--quick | --standard | --policy-bound-only] [--rounds 3]
     python perf/throughput.py --table perf/results/throughput_quick.json   # the README table
 
 Prints the rows, the ratios and memory, and last one JSON line (also written to
@@ -92,8 +101,9 @@ from workbench.runtime.limits import (balanced_split, independent_loops,  # noqa
 from workbench.runtime.resources import ResourceMonitor  # noqa: E402
 
 POLICY = ("expert-vision-cost", {"chunk_size": 8})
-#: ``--quick``'s tasks: the four MT10 tasks whose expert episodes are shortest (44 to 69
-#: steps, near one another so two workers share them evenly); all ten take ~1.5x longer.
+#: ``--quick``'s tasks: the four MT10 tasks whose plain expert episodes are shortest (44
+#: to 69 steps at chunks of 1). Under the workload's chunked expert they total 234 steps
+#: against the first four tasks' 249: little shorter (measured after choosing them).
 QUICK_TASKS = ("button-press-topdown-v3", "pick-place-v3", "push-v3", "reach-v3")
 #: ``--standard``'s step cap: the trained CNN fails nearly every MT10 episode (500 steps
 #: each at the suite's limit, 25,000 for the list), so uncapped one fixed grid point takes
