@@ -152,6 +152,8 @@ RATIOS: dict[str, tuple[str, str, str]] = {
                                      "steps_per_s"),
     "policy_bound_pool_over_bound": ("policy-bound pool", "policy-bound bound",
                                      "steps_per_s"),
+    # --standard's LIBERO rows
+    "libero_pool_over_single": ("libero pool", "libero single", "steps_per_s"),
 }
 
 #: name: (ratio or memory entry, comparison, bound): the targets of the issues.
@@ -440,16 +442,15 @@ def standard_ratios(rows: list[dict]) -> dict:
     """``search_quality`` (the searched row's steady rate over the best fixed grid
     point's of the same round), ``search_share_of_e2e`` (its search seconds over its whole
     call), ``searched_over_same_fixed`` (against the fixed row of the configuration it
-    chose) and ``libero_pool_over_single``, each per round, then median, min and max."""
+    chose), each per round, then median, min and max (``libero_pool_over_single`` is in
+    :data:`RATIOS`)."""
     out: dict[str, dict] = {}
 
     def add(name: str, numerator: str, denominator: str, quantity: str, values: list) -> None:
         if values:
-            out[name] = {"numerator": numerator, "denominator": denominator,
-                         "quantity": quantity, "value": statistics.median(values),
-                         "min": min(values), "max": max(values), "rounds": len(values)}
+            out[name] = _ratio(numerator, denominator, quantity, values)
 
-    quality, share, same, libero = [], [], [], []
+    quality, share, same = [], [], []
     for searched in [r for r in rows if r["system"] == "standard searched"]:
         grid = [r for r in rows if r["round"] == searched["round"]
                 and r["system"].startswith("standard ") and r["system"] != "standard searched"]
@@ -460,17 +461,12 @@ def standard_ratios(rows: list[dict]) -> dict:
         twin = [r for r in grid if r["config"] == chosen]
         if twin:
             same.append(searched["steps_per_s"] / twin[0]["steps_per_s"])
-    for pool in [r for r in rows if r["system"] == "libero pool"]:
-        single = [r for r in rows if r["system"] == "libero single" and r["round"] == pool["round"]]
-        if single:
-            libero.append(pool["steps_per_s"] / single[0]["steps_per_s"])
     add("search_quality", "standard searched", "best standard grid point", "steps_per_s",
         quality)
     add("search_share_of_e2e", "standard searched: search_s", "standard searched", "e2e_s",
         share)
     add("searched_over_same_fixed", "standard searched", "the fixed row it chose",
         "steps_per_s", same)
-    add("libero_pool_over_single", "libero pool", "libero single", "steps_per_s", libero)
     return out
 
 
@@ -607,10 +603,15 @@ def summarize(rows: list[dict]) -> tuple[dict, dict]:
         values = [r[quantity] / by_round[r["round"]][quantity] for r in rows
                   if r["system"] == top and r["round"] in by_round]
         if values:
-            ratios[name] = {"numerator": top, "denominator": bottom, "quantity": quantity,
-                            "value": statistics.median(values), "min": min(values),
-                            "max": max(values), "rounds": len(values)}
+            ratios[name] = _ratio(top, bottom, quantity, values)
     return medians, ratios
+
+
+def _ratio(numerator: str, denominator: str, quantity: str, values: list[float]) -> dict:
+    """One ratio's entry: what it divides, and its per-round values' median and range."""
+    return {"numerator": numerator, "denominator": denominator, "quantity": quantity,
+            "value": statistics.median(values), "min": min(values), "max": max(values),
+            "rounds": len(values)}
 
 
 def memory(rows: list[dict]) -> dict:
