@@ -99,6 +99,7 @@ from workbench.runtime.job import build_components  # noqa: E402
 from workbench.runtime.limits import (balanced_split, independent_loops,  # noqa: E402
                                       measure_stages)
 from workbench.runtime.resources import ResourceMonitor  # noqa: E402
+from workbench.studies.runtime import warm_span  # noqa: E402
 
 POLICY = ("expert-vision-cost", {"chunk_size": 8})
 #: ``--quick``'s tasks: the four MT10 tasks whose plain expert episodes are shortest (44
@@ -289,9 +290,7 @@ class Systems:
         slug = name.replace(" ", "-")
         result = workbench.run(self.config.replace(run_id=f"{slug}-{round_}", **changes))
         report, search = result.report, result.search
-        # the searched row's probes run the plan's episodes (they count): its warm time is
-        # the search's plus the chosen configuration's, over every episode's steps
-        eval_s = report.wall_s + (search.search_s if search is not None else 0.0)
+        _, eval_s = warm_span(result)  # the rows' steps come from their episode records
         row = _row(name, report.pool.label if report.pool else "1 process", eval_s,
                    result.e2e_s, result.results)
         if search is not None:
@@ -427,7 +426,8 @@ class Standard:
         result = workbench.run(config.replace(run_id=f"{name.replace(' ', '-')}-{round_}",
                                               **changes))
         report, search = result.report, result.search
-        row = _row(name, report.pool.label if report.pool else "1 process", report.wall_s,
+        _, eval_s = warm_span(result)  # the rows' steps come from their episode records
+        row = _row(name, report.pool.label if report.pool else "1 process", eval_s,
                    result.e2e_s, result.results)
         if search is not None:
             failed = search.probes[search.probes["status"] != "ok"]

@@ -203,7 +203,7 @@ class Notebook:
         deadline = time.monotonic() + 30
         while self.file.stat().st_mtime_ns == before and time.monotonic() < deadline:
             time.sleep(0.2)
-        saved = json.loads(self.file.read_text())
+        saved = self._read_saved(deadline)
         errors = [(k, o) for k, c in enumerate(saved["cells"]) for o in c.get("outputs", [])
                   if o.get("output_type") == "error"]
         assert not errors, (f"{self.name}: cell {errors[0][0]} raised "
@@ -212,6 +212,20 @@ class Notebook:
                  if c["cell_type"] == "code" and c.get("execution_count") is None]
         assert not unrun, f"{self.name}: cells {unrun} did not run"
         return saved
+
+    def _read_saved(self, deadline: float) -> dict:
+        """The saved notebook once the server has finished writing it: the file's mtime
+        moves when the server truncates it, before the JSON is in (a fresh clone's CI run
+        read it empty once)."""
+        while True:
+            text = self.file.read_text()
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"{self.name}: saved file is not JSON after 30 s "
+                                         f"({len(text)} characters)") from None
+                time.sleep(0.2)
 
     def screenshot(self, label: str) -> Path | None:
         folder = os.environ.get("WORKBENCH_SCREENSHOTS")

@@ -36,6 +36,9 @@ def test_the_searched_rows_carry_the_search_and_its_share(table):
     assert list(searched["search_share"]) == pytest.approx(
         list(searched["search_s"] / searched["e2e_s"]))
     assert table[table["variant"] != "searched"]["search_s"].isna().all()
+    # the expert's probes count (runtime-invariant): the warm span is the search's seconds
+    # plus the chosen configuration's (workbench.studies.runtime.warm_span)
+    assert (searched["eval_s"] > searched["search_s"]).all()
 
 
 def test_outcomes_do_not_depend_on_the_pool(table):

@@ -189,6 +189,18 @@ def outcome_agreement_table(config: ConfigLike, configurations: Sequence[PoolCon
     return table
 
 
+def warm_span(result: EvalRun) -> tuple[int, float]:
+    """``(steps, seconds)`` of a run's warm evaluation, over every episode it recorded.
+    Probes of a runtime-invariant policy run episodes of the plan (they count, the
+    search's ``counted``): the steps are then every recorded episode's and the seconds the
+    search's plus the chosen configuration's; otherwise the probes' episodes are not the
+    run's and the span is the evaluation after the search (``report.wall_s``)."""
+    report, search = result.report, result.search
+    if search is not None and search.counted:
+        return int(result.results["steps"].sum()), report.wall_s + search.search_s
+    return report.steps, report.wall_s
+
+
 def search_table(config: ConfigLike) -> tuple[SearchResult, pd.DataFrame]:
     """Run ``config`` with its concurrency search on (``search.enabled``), then the chosen
     configuration on the workload; returns the search result and a one-row table of the

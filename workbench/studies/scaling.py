@@ -26,7 +26,7 @@ import psutil
 
 from workbench.config import PoolConfig, as_config
 from workbench.runner import run
-from workbench.studies.runtime import ConfigLike, _scratch
+from workbench.studies.runtime import ConfigLike, _scratch, warm_span
 
 COLUMNS = ("axis", "variant", "episodes", "workers", "replicas", "steps", "successes",
            "eval_s", "e2e_s", "steps_per_s", "e2e_steps_per_s", "search_s", "search_share",
@@ -68,11 +68,7 @@ def scaling_table(config: ConfigLike, episode_counts: Sequence[int],
                                   search={**(search_options or {}), "enabled": search}))
             report, found = result.report, result.search
             search_s = found.search_s if found is not None else math.nan
-            # counted probes (a runtime-invariant policy) ran episodes of the run: the
-            # warm time is then the search's and the chosen configuration's together
-            steps, eval_s = report.steps, report.wall_s
-            if found is not None and found.counted:
-                steps, eval_s = int(result.results["steps"].sum()), eval_s + search_s
+            steps, eval_s = warm_span(result)
             rows.append({
                 "axis": axis, "variant": variant, "episodes": len(result.results),
                 "workers": report.pool.workers, "replicas": report.pool.replicas,
