@@ -31,11 +31,12 @@ Rows (one kind each; the workbench's through its runner, ``workbench.run``):
   over shards, max batch and wait, on probe episodes of another task set, before the
   rounds); vla-eval keeps chunks in its server, so its clients observe every step: its
   equal-rendering peer is ``pool every step``. ``vla-eval 1 shard``: the better codec with
-  one shard and no batching, the peer of ``sequential``.
+  one shard and no batching, the peer of ``sequential``. ``--quick`` runs only the codec
+  that won the tuning (the other's tuned rate stays in the tuning table).
 
 - ``bound chunk contended``: the chunk bound's measurement in one pinned process per core
   at once, each the whole list: the work per step with every core busy (what busy cores
-  cost each other); not a bound in the strict sense.
+  cost each other); not a bound in the strict sense. Not in ``--quick``.
 
 ``--standard`` runs other rows only (:class:`Standard`): the trained vision CNN on MT10 x 5
 episodes, one fixed pool per point of the search's space, the search and its choice, and
@@ -110,6 +111,10 @@ QUICK_TASKS = ("button-press-topdown-v3", "pick-place-v3", "push-v3", "reach-v3"
 #: each at the suite's limit, 25,000 for the list), so uncapped one fixed grid point takes
 #: ~7 minutes here; at 60 steps the grid, the search and LIBERO fit three rounds in an hour.
 STANDARD_MAX_STEPS = 60
+#: ``--quick``'s step cap, six chunks: the four episodes take 73, 54, 63 and 44 steps
+#: uncapped (234), 188 capped, so three end by the cap (on every row alike). Uncapped,
+#: the every-step rows alone took 16 of the 25 minutes the run took; capped, it fits 20.
+QUICK_MAX_STEPS = 48
 QUANTITIES = ("steps_per_s", "e2e_steps_per_s", "eval_s", "e2e_s")
 PACKAGES = ("robo-workbench", "mujoco", "metaworld", "torch", "numpy", "ray", "vla-eval",
             "psutil", "pandas")
@@ -223,8 +228,12 @@ class Systems:
     """Every measured row, as a method per row (name -> measurement)."""
 
     def __init__(self, config: EvalConfig, cores: int, search: dict | None,
-                 vla: dict | None) -> None:
+                 vla: dict | None, quick: bool = False) -> None:
         self.config, self.cores, self.search, self.vla = config, cores, search, vla
+        # --quick leaves out the contended bound (a reference) and runs only the codec
+        # that won vla-eval's tuning (the other's tuned rate is in the tuning table)
+        self.contended = not quick
+        self.codecs = ((vla["codec"],) if quick else ("png", "raw")) if vla else ()
         self.pool = PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0)
         self.parts = build_components(config)
         self.plan = workbench.plan_episodes("metaworld", "MT10", config.task_names(),
@@ -237,7 +246,6 @@ class Systems:
         pool = self.pool
         rows: dict[str, Callable[[int], dict]] = {
             "bound chunk": lambda r: self.bound(False),
-            "bound chunk contended": lambda r: self.bound(False, self.cores),
             "bound every step": lambda r: self.bound(True),
             "sequential": lambda r: self.run(r, "sequential", backend="sequential",
                                              observe="every_step"),
@@ -259,12 +267,14 @@ class Systems:
                                       observe="chunk_boundary",
                                       ray={"shards": 1, "cpus_per_shard": self.cores}),
         }
+        if self.contended:
+            rows["bound chunk contended"] = lambda r: self.bound(False, self.cores)
         if self.search is not None:
             rows["pool chunk searched"] = lambda r: self.run(
                 r, "pool chunk searched", backend="pool", observe="chunk_boundary",
                 search={"enabled": True, **self.search})
         if self.vla is not None:
-            for codec in ("png", "raw"):
+            for codec in self.codecs:
                 rows[f"vla-eval {codec}"] = (lambda c: lambda r: self.vla_eval(
                     f"vla-eval {c}", c, self.vla["best"][c]))(codec)
             rows["vla-eval 1 shard"] = lambda r: self.vla_eval(
@@ -699,7 +709,8 @@ def markdown_table(summary: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="the first 4 MT10 tasks x 1 episode, the small vla-eval grid")
+                        help="4 short MT10 tasks x 1 episode, 48-step cap, the small vla-eval "
+                             "grid, one vla-eval codec in the rounds")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
     parser.add_argument("--tasks", type=int, default=None, help="first K MT10 tasks (10)")
     parser.add_argument("--episodes", type=int, default=None, help="episodes per task")
@@ -740,6 +751,8 @@ def main(argv: list[str] | None = None) -> dict:
     cores = psutil.cpu_count() or 1
     if args.standard:
         args.max_steps = args.max_steps or STANDARD_MAX_STEPS
+    elif args.quick and not args.tasks:
+        args.max_steps = args.max_steps or QUICK_MAX_STEPS
     tasks = list(QUICK_TASKS) if args.quick and not args.tasks else None
     config = workload(tasks, args.episodes or (1 if args.quick else 5 if args.standard else 3),
                       args.image_size, args.max_steps)
@@ -760,7 +773,7 @@ def main(argv: list[str] | None = None) -> dict:
                                            vla_eval_grid(cores, args.full_grid),
                                            args.max_steps)
         # on --quick the probes would run every step (the row is --standard's subject)
-        systems = Systems(config, cores, None if args.quick else search, vla)
+        systems = Systems(config, cores, None if args.quick else search, vla, args.quick)
         table.update(systems.table())
     if args.policy_bound or args.policy_bound_only:
         width, layers = (int(v) for v in args.mlp.lower().split("x"))
