@@ -692,7 +692,9 @@ def markdown_table(summary: dict) -> str:
     lines = [f"`perf/throughput.py{flags}` at commit "
              f"{p['commit'][:7]}{' (uncommitted changes)' if p['uncommitted'] else ''} on "
              f"{p['cpu_model']} ({p['cores_logical']} cores), {len(w['tasks'])} MT10 tasks x "
-             f"{w['episodes_per_task']} episode(s), {w['rounds']} rounds in random order:",
+             f"{w['episodes_per_task']} episode(s)"
+             + (f" of at most {w['max_steps']} steps" if w.get("max_steps") else "")
+             + f", {w['rounds']} rounds in random order:",
              "", "| ratio | median (min-max) | numerator / denominator |", "|---|---|---|"]
     for name, r in summary["ratios"].items():
         lines.append(f"| `{name}` | {r['value']:.2f} ({r['min']:.2f}-{r['max']:.2f}) | "

@@ -105,6 +105,13 @@ class TwoHosts:
         return kill_namespace(index)
 
 
+#: How fast the head declares a silent node dead: a check a second, dead after five
+#: missed (Ray's defaults, 3 s and 5 with a 10 s timeout, take some 25 s, most of a
+#: killed-host run's time; five misses of 2 s still ride out a busy 2-core machine).
+HEALTH_CHECK = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
+                "RAY_health_check_failure_threshold": "5"}
+
+
 @contextlib.contextmanager
 def two_hosts(cpus: int = 2, python_path: Sequence[str] = ()) -> Iterator[TwoHosts]:
     """Make the namespaces, start the head and the worker node (``cpus`` each), yield the
@@ -116,7 +123,7 @@ def two_hosts(cpus: int = 2, python_path: Sequence[str] = ()) -> Iterator[TwoHos
     temp = tempfile.mkdtemp(prefix="wbr", dir="/tmp")  # short: Ray's sockets live there
     paths = [*python_path, os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex(),
-           "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+           "PYTHONPATH": os.pathsep.join(p for p in paths if p), **HEALTH_CHECK}
     ray = str(Path(sys.executable).with_name("ray"))
     head = [ray, "start", "--head", "--node-ip-address", ADDRESSES[0], "--port", str(PORT),
             "--num-cpus", str(cpus), "--include-dashboard", "false", "--disable-usage-stats",
