@@ -54,7 +54,7 @@ def pick_place():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Notebooks run in two tiers: nbval at their defaults, and tests/test_notebooks.py
+    """Notebooks run in two tiers: nbval at their defaults, and tests/test_notebooks{,_second}.py
     through papermill at their tiny parameters. Where a notebook's tiny parameters are its
     defaults (no value changed but where figures go), the two runs would be the same run:
     its nbval cells are left to the papermill tier, which runs those very values."""
