@@ -232,8 +232,7 @@ class Systems:
         self.config, self.cores, self.search, self.vla = config, cores, search, vla
         # --quick leaves out the contended bound (a reference) and runs only the codec
         # that won vla-eval's tuning (the other's tuned rate is in the tuning table)
-        self.contended = not quick
-        self.codecs = ((vla["codec"],) if quick else ("png", "raw")) if vla else ()
+        self.quick = quick
         self.pool = PoolConfig(cores, 1, max_batch=cores, max_wait_ms=5.0)
         self.parts = build_components(config)
         self.plan = workbench.plan_episodes("metaworld", "MT10", config.task_names(),
@@ -267,14 +266,14 @@ class Systems:
                                       observe="chunk_boundary",
                                       ray={"shards": 1, "cpus_per_shard": self.cores}),
         }
-        if self.contended:
+        if not self.quick:
             rows["bound chunk contended"] = lambda r: self.bound(False, self.cores)
         if self.search is not None:
             rows["pool chunk searched"] = lambda r: self.run(
                 r, "pool chunk searched", backend="pool", observe="chunk_boundary",
                 search={"enabled": True, **self.search})
         if self.vla is not None:
-            for codec in self.codecs:
+            for codec in (self.vla["codec"],) if self.quick else ("png", "raw"):
                 rows[f"vla-eval {codec}"] = (lambda c: lambda r: self.vla_eval(
                     f"vla-eval {c}", c, self.vla["best"][c]))(codec)
             rows["vla-eval 1 shard"] = lambda r: self.vla_eval(
