@@ -270,3 +270,12 @@ def test_a_warm_pool_serves_only_the_config_it_was_opened_for(tmp_path):
     with workbench.open_pool(dict(base, policy="expert"), 1, 1) as pool:
         with pytest.raises(ValueError, match="opened for another benchmark or policy"):
             workbench.run(dict(base, policy="zero"), pool=pool)
+
+
+def test_a_batch_waits_only_for_workers_with_an_episode_open():
+    from workbench.runtime.replica import _askers, _Batching
+
+    cfg = _Batching(workers={object(): 0, object(): 1, object(): 2})
+    assert _askers(cfg, {0: {"e0"}, 1: {"e1"}, 2: set()}) == 2  # worker 2 is between episodes
+    assert _askers(cfg, {0: {"e0"}}) == 1
+    assert _askers(cfg, {}) == 1  # never zero: a request in hand is served

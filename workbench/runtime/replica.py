@@ -39,6 +39,7 @@ class ReplicaStats:
     batches: int = 0
     requests: int = 0
     busy_s: float = 0.0
+    busy_cpu_s: float = 0.0
     max_batch_seen: int = 0
     load_s: float = 0.0
     rss_bytes: int = 0
@@ -50,6 +51,7 @@ class ReplicaStats:
     def clear(self) -> None:
         """Zero the counters (after a report), keeping the load time."""
         self.batches, self.requests, self.busy_s, self.max_batch_seen = 0, 0, 0.0, 0
+        self.busy_cpu_s = 0.0
         self.sizes = []
 
 
@@ -139,11 +141,18 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
             else:
                 _lifecycle(policy, conn, kind, payload, number,
                            open_episodes.setdefault(worker, set()))
-        if pending and (len(pending) >= min(cfg.max_batch, len(cfg.workers))
+        if pending and (len(pending) >= min(cfg.max_batch, _askers(cfg, open_episodes))
                         or time.perf_counter() >= deadline):
             _serve_batch(policy, reader, pending[:cfg.max_batch], stats)
             pending = pending[cfg.max_batch:]
             deadline = time.perf_counter() + cfg.max_wait_s
+
+
+def _askers(cfg: _Batching, open_episodes: dict[int, set[str]]) -> int:
+    """How many attached workers can ask for an action now: those with an episode open
+    (reset and not yet ended); a worker between episodes, or without one to run at the
+    end of a plan, sends nothing, so a batch does not wait for it."""
+    return max(1, sum(1 for w in cfg.workers.values() if open_episodes.get(w)))
 
 
 def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connection],
@@ -195,7 +204,7 @@ def lifecycle_reply(call: Callable[[Any], Any], payload: Any) -> tuple[str, Any]
 
 def _serve_batch(policy: Policy, reader: SlotReader,
                  batch: list[tuple[Connection, dict, int]], stats: ReplicaStats) -> None:
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.thread_time()
     replies: list[tuple[str, Any] | None] = [None] * len(batch)
     readable: list[tuple[int, Any]] = []
     for k, (_, header, _) in enumerate(batch):
@@ -207,6 +216,7 @@ def _serve_batch(policy: Policy, reader: SlotReader,
         replies[k] = reply
     readable.clear()
     stats.busy_s += time.perf_counter() - start
+    stats.busy_cpu_s += time.thread_time() - cpu0
     stats.batches += 1
     stats.requests += len(batch)
     stats.max_batch_seen = max(stats.max_batch_seen, len(batch))
