@@ -1,7 +1,8 @@
 """A policy replica process: loads one replica and serves batches to simulator workers.
 
 Dynamic batching: the first ``act`` request opens a batch; it is served when it
-holds ``max_batch`` requests, when every attached worker is waiting, or when
+holds ``max_batch`` requests, when every attached worker with an episode open is
+waiting (one between episodes sends nothing, so no batch waits for it), or when
 ``max_wait_ms`` has passed, whichever comes first.
 
 One episode's fault stays its own: an observation the replica cannot read fails only
@@ -34,7 +35,8 @@ from workbench.runtime.transport import SlotReader
 
 @dataclass
 class ReplicaStats:
-    """Counters a replica reports: batches served, requests, busy seconds in act_batch."""
+    """Counters a replica reports: batches served, requests, busy seconds in act_batch
+    (wall clock, ``busy_s``; this process's CPU, ``busy_cpu_s``)."""
 
     batches: int = 0
     requests: int = 0
