@@ -46,7 +46,7 @@ With ``--policy-bound``, three more rows on a regime where the policy, not the s
 is the cost: ``expert-mlp-cost`` (a wide MLP on the state, chunks of 1, one call at batch
 1 at least 5x a physics step here; no cameras), ``policy-bound pool b1`` and
 ``policy-bound pool`` (8 x cores workers, one replica per core, max batch 1 and 8), and
-``policy-bound bound`` (cores / (physics and observation per step plus the policy's
+``policy-bound bound`` (cores / (resets, physics and observation per step plus the policy's
 cheapest CPU per item over the batch sizes the pool may form, measured in this pinned
 process)).
 
@@ -363,7 +363,7 @@ class PolicyBound:
         # the policy's CPU per step at the cheapest batch size the pool can form, scaled
         # from batch 1's (the loop measures act at batch 1)
         best = min(self.per_item.values()) / self.per_item[1]
-        work = (cost.physics_s + cost.observe_s + best * cost.policy_s) / cost.steps
+        work = (cost.work_s - cost.policy_s + best * cost.policy_s) / cost.steps
         row = _row("policy-bound bound", f"{self.cores} cores / work per step at the best "
                    f"batch (<= {self.batch})", cost.steps * work / self.cores,
                    time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))

@@ -74,7 +74,7 @@ def test_the_bounds_are_stage_costs_that_no_evaluator_of_their_schedule_beats(ti
                                                  "independent loops")),
                                 ("bound every step", ("sequential", "pool every step"))):
             bound = mine[schedule]
-            stages = [bound[f"cpu_{k}_ms"] for k in ("physics", "observe", "policy")]
+            stages = [bound[f"cpu_{k}_ms"] for k in ("reset", "physics", "observe", "policy")]
             assert all(v > 0 for v in stages) and bound["cpu_harness_ms"] >= 0
             work_s = sum(stages) / 1e3
             assert bound["steps_per_s"] == pytest.approx(tiny[0]["workload"]["cores"] / work_s)
@@ -90,7 +90,8 @@ def test_the_bounds_are_stage_costs_that_no_evaluator_of_their_schedule_beats(ti
         contended = mine["bound chunk contended"]
         assert contended["processes"] == tiny[0]["workload"]["cores"]
         assert mine["bound chunk"]["processes"] == 1
-        work_s = sum(contended[f"cpu_{k}_ms"] for k in ("physics", "observe", "policy")) / 1e3
+        work_s = sum(contended[f"cpu_{k}_ms"]
+                     for k in ("reset", "physics", "observe", "policy")) / 1e3
         assert contended["steps_per_s"] == pytest.approx(tiny[0]["workload"]["cores"] / work_s)
         # rendering every step costs more observation time per step than at chunk ends
         assert mine["bound every step"]["cpu_observe_ms"] > mine["bound chunk"]["cpu_observe_ms"]
@@ -102,8 +103,8 @@ def test_the_bounds_are_stage_costs_that_no_evaluator_of_their_schedule_beats(ti
         assert set(per_item) == {str(2 ** k) for k in range(largest.bit_length())}
         assert all(v > 0 for v in per_item.values())
         best = min(per_item.values()) / per_item["1"]
-        work_ms = policy["cpu_physics_ms"] + policy["cpu_observe_ms"] + best * policy[
-            "cpu_policy_ms"]
+        work_ms = (policy["cpu_reset_ms"] + policy["cpu_physics_ms"] + policy["cpu_observe_ms"]
+                   + best * policy["cpu_policy_ms"])
         assert policy["steps_per_s"] == pytest.approx(tiny[0]["workload"]["cores"] * 1e3
                                                       / work_ms)
         for peer in ("policy-bound pool b1", "policy-bound pool"):

@@ -272,10 +272,10 @@ def test_a_warm_pool_serves_only_the_config_it_was_opened_for(tmp_path):
             workbench.run(dict(base, policy="zero"), pool=pool)
 
 
-def test_a_batch_waits_only_for_workers_with_an_episode_open():
+def test_a_batch_waits_only_for_workers_that_have_asked_in_their_episode():
     from workbench.runtime.replica import _askers, _Batching
 
     cfg = _Batching(workers={object(): 0, object(): 1, object(): 2})
-    assert _askers(cfg, {0: {"e0"}, 1: {"e1"}, 2: set()}) == 2  # worker 2 is between episodes
-    assert _askers(cfg, {0: {"e0"}}) == 1
-    assert _askers(cfg, {}) == 1  # never zero: a request in hand is served
+    assert _askers(cfg, {0, 1}) == 2  # worker 2 is resetting or between episodes
+    assert _askers(cfg, {0, 5}) == 1  # worker 5 is not attached to this replica
+    assert _askers(cfg, set()) == 1  # never zero: a request in hand is served

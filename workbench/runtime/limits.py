@@ -106,7 +106,8 @@ def independent_loops(parts: Components, plans: Sequence[Sequence[EpisodeSpec]],
 @dataclass(frozen=True)
 class StageCost:
     """CPU seconds of one pinned single-thread process running a plan, by stage: the
-    simulator's physics (``adapter.step``), observation (``adapter.observe``: the renders
+    simulator's resets (``adapter.reset``, each episode's start), its physics
+    (``adapter.step``), observation (``adapter.observe``: the renders
     and the features a policy reads), the policy (``act``), and the harness (the rest of
     the process's CPU: the step loop, records of the episode, Python around it).
 
@@ -125,14 +126,21 @@ class StageCost:
     """Each episode's steps, by episode id."""
     processes: int = 1
     """How many processes ran the plan at once (each the whole plan)."""
+    reset_s: float = 0.0
+    """The environments' resets: simulator work every evaluator does once per episode."""
 
     @property
     def harness_s(self) -> float:
-        return max(self.cpu_s - self.physics_s - self.observe_s - self.policy_s, 0.0)
+        return max(self.cpu_s - self.work_s, 0.0)
+
+    @property
+    def work_s(self) -> float:
+        """CPU seconds of the work itself: resets, physics, observation and the policy."""
+        return self.reset_s + self.physics_s + self.observe_s + self.policy_s
 
     @property
     def work_s_per_step(self) -> float:
-        return (self.physics_s + self.observe_s + self.policy_s) / max(self.steps, 1)
+        return self.work_s / max(self.steps, 1)
 
     @property
     def bound_steps_per_s(self) -> float:
@@ -141,7 +149,8 @@ class StageCost:
     def per_step(self) -> dict[str, float]:
         """CPU milliseconds per step of each stage."""
         n = max(self.steps, 1)
-        return {"physics_ms": 1e3 * self.physics_s / n, "observe_ms": 1e3 * self.observe_s / n,
+        return {"reset_ms": 1e3 * self.reset_s / n,
+                "physics_ms": 1e3 * self.physics_s / n, "observe_ms": 1e3 * self.observe_s / n,
                 "policy_ms": 1e3 * self.policy_s / n, "harness_ms": 1e3 * self.harness_s / n}
 
 
@@ -165,7 +174,8 @@ class _Timed:
 def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Queue,
                     observe_every_step: bool, max_steps: int | None, barrier: Any) -> None:
     adapter, policy = _pinned_parts(parts, plan)
-    totals = {"physics": 0.0, "observe": 0.0, "policy": 0.0}
+    totals = {"physics": 0.0, "observe": 0.0, "policy": 0.0, "reset": 0.0}
+    _Timed(adapter, "reset", totals, "reset")
     _Timed(adapter, "step", totals, "physics")
     _Timed(adapter, "observe", totals, "observe")
     _Timed(policy, "act", totals, "policy")
@@ -176,7 +186,8 @@ def _measure_stages(parts: Components, plan: Sequence[EpisodeSpec], queue: mp.Qu
         max_steps=max_steps).steps for spec in plan}
     cpu = time.process_time() - before
     adapter.close()
-    queue.put((episode_steps, totals["physics"], totals["observe"], totals["policy"], cpu))
+    queue.put((episode_steps, totals["physics"], totals["observe"], totals["policy"], cpu,
+               totals["reset"]))
 
 
 def measure_stages(parts: Components, plan: Sequence[EpisodeSpec],
@@ -206,7 +217,7 @@ def measure_stages(parts: Components, plan: Sequence[EpisodeSpec],
     return StageCost(sum(sum(r[0].values()) for r in results),
                      *(sum(r[k] for r in results) for k in range(1, 5)),
                      cores or psutil.cpu_count() or 1, observe_every_step, episode_steps,
-                     processes)
+                     processes, sum(r[5] for r in results))
 
 
 def balanced_split(plan: Sequence[EpisodeSpec], steps: dict[str, int], parts: int

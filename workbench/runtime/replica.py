@@ -1,9 +1,10 @@
 """A policy replica process: loads one replica and serves batches to simulator workers.
 
 Dynamic batching: the first ``act`` request opens a batch; it is served when it
-holds ``max_batch`` requests, when every attached worker with an episode open is
-waiting (one between episodes sends nothing, so no batch waits for it), or when
-``max_wait_ms`` has passed, whichever comes first.
+holds ``max_batch`` requests, when every attached worker that has asked in the episode
+it has open is waiting (one resetting its environment or between episodes sends
+nothing, so no batch waits for it), or when ``max_wait_ms`` has passed, whichever
+comes first.
 
 One episode's fault stays its own: an observation the replica cannot read fails only
 its episode (an infrastructure error), and when a native batch raises, its
@@ -120,6 +121,7 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
            stats: ReplicaStats) -> None:
     cfg, reader = _Batching(), SlotReader()
     open_episodes: dict[int, set[str]] = {}
+    asked: set[int] = set()  # workers that have asked for an action in their open episode
     pending: list[tuple[Connection, dict, int]] = []
     deadline = 0.0
     while True:
@@ -133,28 +135,32 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
             try:
                 kind, payload, number = conn.recv()
             except (EOFError, OSError):  # the worker died: drop it and its episodes
+                asked.discard(cfg.workers.get(conn, -1))
                 _drop_worker(policy, cfg, conn, open_episodes)
                 continue
             worker = cfg.workers[conn]
             if kind == "act":
+                asked.add(worker)
                 if not pending:
                     deadline = time.perf_counter() + cfg.max_wait_s
                 pending.append((conn, payload, number))
             else:
+                asked.discard(worker)  # a reset or an end: it asks again after its reset
                 _lifecycle(policy, conn, kind, payload, number,
                            open_episodes.setdefault(worker, set()))
-        if pending and (len(pending) >= min(cfg.max_batch, _askers(cfg, open_episodes))
+        if pending and (len(pending) >= min(cfg.max_batch, _askers(cfg, asked))
                         or time.perf_counter() >= deadline):
             _serve_batch(policy, reader, pending[:cfg.max_batch], stats)
             pending = pending[cfg.max_batch:]
             deadline = time.perf_counter() + cfg.max_wait_s
 
 
-def _askers(cfg: _Batching, open_episodes: dict[int, set[str]]) -> int:
-    """How many attached workers can ask for an action now: those with an episode open
-    (reset and not yet ended); a worker between episodes, or without one to run at the
-    end of a plan, sends nothing, so a batch does not wait for it."""
-    return max(1, sum(1 for w in cfg.workers.values() if open_episodes.get(w)))
+def _askers(cfg: _Batching, asked: set[int]) -> int:
+    """How many attached workers a batch waits for: those that have asked for an action
+    in the episode they have open. A worker resetting its environment (its policy reset
+    comes first), between episodes, or without an episode left at the end of a plan
+    sends nothing for a while, so a batch does not wait for it."""
+    return max(1, sum(1 for w in cfg.workers.values() if w in asked))
 
 
 def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connection],
