@@ -16,10 +16,12 @@ settings it was made under; resuming with other settings is refused.
 
 The threshold on success: the budget is known when the comparison starts (the frozen
 plan's paired episodes), so by default it is the exact threshold for that horizon
-(:func:`~workbench.ranking.sequential.budget_threshold`: 14.4 instead of 20 at 5%, the
-same type-I error, decisions sooner). ``open_ended=True`` (``--open-ended``) keeps
-``1 / alpha``, valid however far the budget is later extended; a budget-calibrated
-comparison must not be extended past its budget. An episode the
+(:func:`~workbench.ranking.sequential.budget_threshold`: 13.4 instead of 20 at 5% for 200
+to 900 paired episodes, the same type-I error, decisions sooner). ``open_ended=True``
+(``--open-ended``) keeps ``1 / alpha``, valid however far the budget is later extended; a
+budget-calibrated comparison must not be extended past its budget. The success test's
+name (:data:`~workbench.ranking.sequential.SUCCESS_TEST`) is one of the settings, so a
+comparison begun under another test is not resumed under this one. An episode the
 harness failed (an infrastructure error) is left out of its pairs; a policy failure is a
 failed episode.
 
@@ -44,7 +46,7 @@ import pandas as pd
 from workbench.config import EvalConfig, load_config
 from workbench.contracts.plan import plan_episodes, shard_episodes
 from workbench.errors import ConfigError
-from workbench.ranking.sequential import METRICS, Decision, decide
+from workbench.ranking.sequential import METRICS, SUCCESS_TEST, Decision, decide
 from workbench.records import load_results
 from workbench.runner import run
 
@@ -205,6 +207,8 @@ def compare(config: EvalConfig | Mapping[str, Any] | str | Path,
     settings = {"config": base.replace(output_dir=str(out), policy="zero").key(),
                 "policies": arms, "alpha": alpha, "metric": metric, "max_episodes": cap,
                 "round_episodes": round_episodes}
+    if metric == "success":
+        settings["success_test"] = SUCCESS_TEST
     plan = plan_episodes(base.benchmark_class.name, base.suite, base.task_names(), cap)
     horizon = None if open_ended else len(plan)
     if horizon is not None:

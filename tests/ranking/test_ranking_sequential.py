@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from workbench.ranking.sequential import (betting_e_process, budget_threshold, decide,
-                                          discordant_e_value, first_decision,
+from workbench.ranking.sequential import (MIXTURE, betting_e_process, budget_threshold,
+                                          decide, discordant_e_value, first_decision,
                                           fixed_size_episodes)
 
 ALPHA = 0.05
@@ -15,13 +15,14 @@ SIMULATIONS = 1000
 EPISODES = 200
 
 
-def kt_process(a, b):
-    """discordant_e_value after every paired episode, vectorised over simulations."""
+def mixture_process(a, b, prior=MIXTURE):
+    """discordant_e_value after every paired episode, vectorised over simulations: the
+    Beta(prior, prior) mixture's likelihood ratio against the fair coin, written out."""
     a_only = np.cumsum((a == 1) & (b == 0), axis=-1)
     b_only = np.cumsum((a == 0) & (b == 1), axis=-1)
     n = a_only + b_only
-    return np.exp(gammaln(a_only + 0.5) + gammaln(b_only + 0.5) - gammaln(n + 1.0)
-                  - 2 * gammaln(0.5) + n * np.log(2.0))
+    return np.exp(gammaln(a_only + prior) + gammaln(b_only + prior) - gammaln(n + 2 * prior)
+                  - 2 * gammaln(prior) + gammaln(2 * prior) + n * np.log(2.0))
 
 
 def null_pairs(rng, shape):
@@ -37,14 +38,14 @@ def test_the_vectorised_process_is_the_published_one():
     for k in range(3):
         for end in (1, 17, 40):
             x, y = a[k, :end], b[k, :end]
-            assert kt_process(x, y)[-1] == pytest.approx(
+            assert mixture_process(x, y)[-1] == pytest.approx(
                 discordant_e_value(int(((x == 1) & (y == 0)).sum()),
                                    int(((x == 0) & (y == 1)).sum())))
 
 
 def test_success_type_one_error_under_the_null_looking_after_every_episode():
     a, b = null_pairs(np.random.default_rng(1), (SIMULATIONS, EPISODES))
-    ever = (kt_process(a, b) >= 1 / ALPHA).any(axis=1)
+    ever = (mixture_process(a, b) >= 1 / ALPHA).any(axis=1)
     assert ever.mean() <= ALPHA, ever.mean()
 
 
@@ -53,16 +54,24 @@ def test_the_budget_threshold_keeps_alpha_and_uses_the_room_ville_leaves():
     # threshold exact for that budget: type-I at most alpha, and more of it spent than at
     # 1 / alpha (the room the calibration takes; 1 / alpha holds for any horizon)
     a, b = null_pairs(np.random.default_rng(11), (4 * SIMULATIONS, EPISODES))
-    process = kt_process(a, b)
+    process = mixture_process(a, b)
     threshold = budget_threshold(EPISODES, ALPHA)
     calibrated = (process >= threshold).any(axis=1).mean()
     ville = (process >= 1 / ALPHA).any(axis=1).mean()
     assert threshold < 0.75 / ALPHA
     assert ville < calibrated <= ALPHA, (ville, calibrated)
-    # on discordant pairs alone (a fair coin each) the exact crossing share is ~0.042
-    coin = np.random.default_rng(12).integers(0, 2, (4 * SIMULATIONS, EPISODES))
-    share = (kt_process(coin, 1 - coin) >= threshold).any(axis=1).mean()
-    assert 0.03 < share <= ALPHA, share
+
+
+def test_the_budget_threshold_is_exact_on_every_sequence_of_a_short_budget():
+    # every one of the 2^18 sequences of 18 discordant pairs (a fair coin each under the
+    # null), counted rather than sampled: the share that ever reach the threshold for a
+    # budget of 18 is at most alpha, and more than Ville's 1 / alpha lets through
+    horizon = 18
+    coin = (np.arange(2 ** horizon)[:, None] >> np.arange(horizon)) & 1
+    process = mixture_process(coin, 1 - coin)
+    exact = (process >= budget_threshold(horizon, ALPHA) * (1 - 1e-9)).any(axis=1).mean()
+    ville = (process >= 1 / ALPHA).any(axis=1).mean()
+    assert ville < exact <= ALPHA, (ville, exact)
 
 
 def test_a_known_budget_decides_a_clear_difference_sooner():
@@ -143,3 +152,14 @@ def test_the_interval_covers_the_true_share_at_all_times_in_all_but_alpha_of_run
     assert misses / 300 <= ALPHA, misses
     lo, hi = discordant_interval(7, 0, ALPHA)
     assert lo > 0.5 and hi == 1.0  # decided for A: 0.5 (no difference) is excluded
+
+
+def test_six_discordant_pairs_all_one_way_decide_and_five_never_do():
+    # five all one way happen by chance with probability 2 / 32 > 5%, so no test symmetric
+    # in A and B may decide on them; six (2 / 64) may, and the Beta(1/4) mixture does
+    # (the Krichevsky-Trofimov mixture, prior 1/2, needs seven)
+    assert mixture_process(np.ones(6), np.zeros(6), prior=0.5)[-1] < 1 / ALPHA
+    for horizon in (None, 6, 16, 200, 900):
+        assert decide([1] * 6, [0] * 6, ALPHA, horizon=horizon).winner == "a"
+        assert decide([0] * 6, [1] * 6, ALPHA, horizon=horizon).winner == "b"
+        assert not decide([1] * 5, [0] * 5, ALPHA, horizon=horizon).decided

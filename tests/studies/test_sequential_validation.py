@@ -5,11 +5,15 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import workbench
-from workbench.studies.sequential_validation import (candidate_outcomes, fixed_size_progress,
-                                                     replay_pairs, summarize)
+from workbench.ranking.sequential import first_decision
+from workbench.studies.sequential_validation import (_floor_episodes, candidate_outcomes,
+                                                     design_grid, fewest_deciding,
+                                                     fixed_size_progress, replay_pairs,
+                                                     summarize)
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +33,44 @@ def test_the_replay_decides_the_way_the_reference_goes(runs):
     row = pairs.iloc[0]
     assert (row.a, row.b, row.reference) == ("expert", "zero", "a")
     assert row.decided_share == 1.0 and row.correct_of_decided == 1.0
-    # 7 discordant reach e = 26.8 >= 20; a fixed exact test needs 6 (2 / 2**6 <= 0.05): a
-    # perfect difference is where anytime validity costs an episode
-    assert row.median_episodes == 7 and row.fixed_size == 6
+    # 6 discordant reach e = 20.1 >= 20, and a fixed exact test needs 6 as well (2 / 2**6
+    # <= 0.05): on a perfect difference the sequential test is at the floor, the sixth
+    # discordant episode, before which no test symmetric in A and B can decide at 5%
+    assert row.median_episodes == 6 and row.fixed_size == 6
+    assert row.floor_median_episodes == 6
     # Wald's SPRT told the effect (A always wins a discordant pair) needs log2(20) -> 5; the
     # matched fixed-size test (power 0.72, the Wilson low end of 10 of 10) still needs 6
     assert row.oracle_median_episodes == 5 and row.fixed_matched == 6
     assert row.matched_power == pytest.approx(0.722, abs=1e-3)
     assert summarize(pairs)["correct_direction_of_decided"] == 1.0
+
+
+def test_the_floor_is_a_bound_the_test_never_beats():
+    # a pair with one discordant episode in three: on every order the sequential test
+    # stops at or after the sixth discordant episode, and the floor is exactly there
+    x = np.array([1, 1, 0] * 20, float)
+    y = np.array([1, 0, 0] * 20, float)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        order = rng.permutation(x.size)
+        state = first_decision(x[order], y[order], 0.05)
+        floor = _floor_episodes(x[order], y[order], 0.05)
+        assert np.flatnonzero(x[order] != y[order])[5] + 1 == floor
+        assert state.decided and state.episodes >= floor
+    assert fewest_deciding(0.05) == 6 and fewest_deciding(0.01) == 8
+
+
+def test_the_design_grid_shows_what_the_prior_buys():
+    # exact (no sampling): on a difference all one way the Beta(1/4) mixture decides on
+    # the sixth discordant pair and the KT mixture (1/2) on the seventh, so the first
+    # needs fewer episodes; with many discordant pairs of a moderate effect (0.4 of the
+    # episodes, A winning 0.75 of them) the KT mixture decides more often
+    grid = design_grid((0.5, 0.25), horizon=120).set_index(["prior", "discordance", "share"])
+    for rate in (0.1, 0.4):
+        assert grid.loc[(0.25, rate, 1.0), "median_episodes"] < \
+            grid.loc[(0.5, rate, 1.0), "median_episodes"]
+    assert grid.loc[(0.5, 0.4, 0.75), "decided"] > grid.loc[(0.25, 0.4, 0.75), "decided"]
+    assert len(grid) == 2 * 4 * 5
 
 
 def test_progress_is_replayed_from_the_records(runs):

@@ -12,9 +12,13 @@ comparison), and stops at its first decision or at the end. Reported per pair: h
 it decided, how often a decision went the reference's way, the median episodes it used,
 and the episodes a fixed-size exact McNemar test at the same alpha needs given the pair's
 discordance rates over the reference: for 80% power, and for the power the sequential
-test showed on the pair (:func:`matched_power`: like with like). Beside them, the ceiling:
-Wald's SPRT told the true effect in advance, on the same orders (no test that has to learn
-the effect can need fewer episodes in the median). Pairs whose reference difference
+test showed on the pair (:func:`matched_power`: like with like). Beside them, two
+references on the same orders: Wald's SPRT told the true effect in advance (one-sided, so
+not a bound for a two-sided test), and the **floor**: the episodes until the pair's
+``m``-th discordant episode, ``m`` the fewest discordant pairs on which any test symmetric
+in A and B can decide at alpha (6 at 5%: five all one way happen by chance with
+probability 2 / 32). No such test can stop sooner, so the floor is a bound. Pairs whose
+reference difference
 is itself not significant (Wilson intervals overlapping) are kept and marked: deciding
 them either way, or not at all, is what a finite budget does.
 
@@ -24,16 +28,27 @@ expert under Gaussian action noise of 0.5 and 1.0, so the order is known in adva
 candidate was chosen after seeing its numbers, on four MT10 tasks notebook 14 never ran, on
 task sets 4 and 5. Nothing of the test is adjusted to them either.
 
+**The design grid** (:func:`design_grid`): how the success test's mixture was chosen,
+before any of the data above was replayed with it. On a synthetic grid of effects fixed in
+advance (discordance rates 0.05, 0.1, 0.2 and 0.4 times A's share of the discordant pairs
+0.65, 0.75, 0.85, 0.95 and 1; a budget of 400 paired episodes), each candidate prior's
+median episodes and decision rate are computed exactly (dynamic programming over the
+discordant walk, at its budget-calibrated threshold) and divided by the fixed-size test's
+at matched power, as in the replay.
+
 ``python -m workbench.studies.sequential_validation RUNS_DIR [--alpha 0.05] [--orders 50]
 [--metric success|progress] [--run-fresh]`` reads every ``records.sqlite`` below RUNS_DIR
 (notebook 14's ``output_dir``, or the fresh candidates' after ``--run-fresh`` ran them
-there) and prints the table and summary; ``--out DIR`` writes them as CSV and JSON.
+there; ``--seeds`` picks their task sets, 4 and 5 by default) and prints the table and
+summary; ``--out DIR`` writes them as CSV and JSON. ``--design-grid`` prints the design
+grid instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from itertools import combinations
 from pathlib import Path
@@ -168,12 +183,13 @@ def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
         reference = "a" if x.mean() > y.mean() else "b" if y.mean() > x.mean() else None
         a_only, b_only = float(np.mean((x > 0.5) & (y <= 0.5))), float(np.mean((y > 0.5) &
                                                                                (x <= 0.5)))
-        used, oracle, correct, decided = [], [], 0, 0
+        used, oracle, floor, correct, decided = [], [], [], 0, 0
         for _ in range(orders):
             order = rng.permutation(n)
             state = first_decision(x[order], y[order], alpha, metric,
                                    horizon=n if budget_calibrated else None)
             used.append(state.episodes)
+            floor.append(_floor_episodes(x[order], y[order], alpha))
             if metric == "success":
                 oracle.append(_oracle_episodes(x[order], y[order], a_only, b_only, alpha))
             if state.decided:
@@ -201,8 +217,30 @@ def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
                      "ratio_to_matched": median / fixed_matched if fixed_matched else np.nan,
                      "oracle_median_episodes": float(np.median(oracle)) if oracle else np.nan,
                      "oracle_ratio_to_matched": float(np.median(oracle)) / fixed_matched
-                     if oracle and fixed_matched else np.nan})
+                     if oracle and fixed_matched else np.nan,
+                     "floor_median_episodes": float(np.median(floor)),
+                     "floor_ratio_to_matched": float(np.median(floor)) / fixed_matched
+                     if fixed_matched else np.nan})
     return pd.DataFrame(rows)
+
+
+def fewest_deciding(alpha: float) -> int:
+    """The fewest discordant pairs on which a test symmetric in A and B can decide at
+    ``alpha``: ``m`` all one way, either way, happen by chance with probability
+    ``2 ** (1 - m)``, which must be at most ``alpha``.
+
+    >>> fewest_deciding(0.05), fewest_deciding(0.05 / 28)
+    (6, 11)
+    """
+    return max(1, math.ceil(math.log2(2 / alpha) - 1e-12))
+
+
+def _floor_episodes(x: np.ndarray, y: np.ndarray, alpha: float) -> int:
+    """Episodes until the :func:`fewest_deciding`-th discordant one (the whole sequence
+    when it has fewer): no symmetric test at ``alpha`` can stop sooner."""
+    discordant = np.flatnonzero((x > 0.5) != (y > 0.5))
+    m = fewest_deciding(alpha)
+    return int(discordant[m - 1]) + 1 if discordant.size >= m else len(x)
 
 
 def _oracle_episodes(x: np.ndarray, y: np.ndarray, a_only: float, b_only: float,
@@ -241,24 +279,104 @@ def summarize(pairs: pd.DataFrame) -> dict[str, float | int]:
             "median_ratio_to_matched": median(pairs, "ratio_to_matched"),
             "median_ratio_to_matched_separated": median(separated, "ratio_to_matched"),
             "oracle_median_ratio_to_matched_separated":
-                median(separated, "oracle_ratio_to_matched")}
+                median(separated, "oracle_ratio_to_matched"),
+            "floor_median_ratio_to_matched_separated":
+                median(separated, "floor_ratio_to_matched")}
+
+
+#: The design grid's effects, fixed before the mixture was chosen: discordance rates, and
+#: A's share of the discordant pairs.
+DESIGN_DISCORDANCE = (0.05, 0.1, 0.2, 0.4)
+DESIGN_SHARES = (0.65, 0.75, 0.85, 0.95, 1.0)
+
+
+def design_grid(priors: Sequence[float] = (0.5, 0.25, 0.1), horizon: int = 400,
+                alpha: float = 0.05, orders: int = 50) -> pd.DataFrame:
+    """For each Beta(prior, prior) mixture and each effect of the grid
+    (:data:`DESIGN_DISCORDANCE` x :data:`DESIGN_SHARES`), exactly: the chance it decides
+    within ``horizon`` paired episodes at its budget-calibrated threshold, its median
+    episodes (``horizon`` when undecided), the fixed-size test's episodes at the matched
+    power (:func:`matched_power` of the decision rate over ``orders``, as in the replay)
+    and their ratio. One row per (prior, effect)."""
+    from scipy import stats
+
+    from workbench.ranking.sequential import log_discordant_e_value, budget_threshold
+
+    rows = []
+    for prior in priors:
+        log_c = math.log(budget_threshold(horizon, alpha, prior))
+        edge = np.full(horizon + 1, horizon + 1)  # the count of the leader that decides
+        for n in range(1, horizon + 1):
+            lead = np.arange((n + 1) // 2, n + 1)
+            passes = log_discordant_e_value(lead, n - lead, prior) >= log_c - 1e-9
+            ok = lead[passes & (2 * lead > n)]
+            edge[n] = ok[0] if ok.size else horizon + 1
+        for share in DESIGN_SHARES:
+            stop = _stopping_distribution(edge, share)  # over discordant pairs
+            for rate in DESIGN_DISCORDANCE:
+                t = np.arange(1, horizon + 1)
+                k = np.arange(1, horizon + 1)
+                cdf = stats.binom.sf(k[None, :] - 1, t[:, None], rate) @ stop[1:]
+                decided = float(cdf[-1])
+                median = int(t[np.searchsorted(cdf, 0.5)]) if decided >= 0.5 else horizon
+                wins = round(decided * orders)
+                fixed = fixed_size_episodes(rate * share, rate * (1 - share), alpha,
+                                            matched_power(wins, orders)) if wins else None
+                rows.append({"prior": prior, "discordance": rate, "share": share,
+                             "decided": decided, "median_episodes": median,
+                             "fixed_matched": fixed,
+                             "ratio_to_matched": median / fixed if fixed else np.nan})
+    return pd.DataFrame(rows)
+
+
+def _stopping_distribution(edge: np.ndarray, share: float) -> np.ndarray:
+    """P(the test stops at the n-th discordant pair), n = 0 .. len(edge) - 1, each pair
+    going A's way with chance ``share``: the walk absorbed where the leader's count
+    reaches ``edge[n]``."""
+    horizon = len(edge) - 1
+    alive, stop = np.array([1.0]), np.zeros(horizon + 1)
+    for n in range(1, horizon + 1):
+        step = np.zeros(n + 1)
+        step[1:] += share * alive
+        step[:-1] += (1 - share) * alive
+        wins = np.arange(n + 1)
+        hit = np.maximum(wins, n - wins) >= edge[n]
+        stop[n] = step[hit].sum()
+        step[hit] = 0.0
+        alive = step
+    return stop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs_dir")
+    parser.add_argument("runs_dir", nargs="?", default=None)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--orders", type=int, default=50)
     parser.add_argument("--metric", choices=["success", "progress"], default="success")
     parser.add_argument("--run-fresh", action="store_true",
                         help="first run the fresh candidates (the graded ladder) into RUNS_DIR")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FRESH_SEEDS),
+                        help="the fresh candidates' task sets (with --run-fresh)")
     parser.add_argument("--budget-calibrated", action="store_true",
                         help="the success test at the exact threshold for the budget")
+    parser.add_argument("--design-grid", action="store_true",
+                        help="print the design grid (how the mixture's prior was chosen)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.design_grid:
+        grid = design_grid(alpha=args.alpha, orders=args.orders)
+        print(grid.to_string(index=False, float_format="{:.3f}".format))
+        print(json.dumps({f"median_ratio_to_matched_prior_{prior:g}": float(frame.median())
+                          for prior, frame in grid.groupby("prior")["ratio_to_matched"]}))
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            grid.to_csv(Path(args.out) / "design_grid.csv", index=False)
+        return 0
+    if args.runs_dir is None:
+        parser.error("expected RUNS_DIR (or --design-grid)")
     try:
         if args.run_fresh:
-            run_fresh_candidates(args.runs_dir)
+            run_fresh_candidates(args.runs_dir, seeds=args.seeds)
         pairs = replay_pairs(candidate_outcomes(args.runs_dir), args.alpha, args.orders,
                              metric=args.metric, budget_calibrated=args.budget_calibrated)
     except ValueError as exc:
