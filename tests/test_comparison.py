@@ -4,6 +4,7 @@ comparison SIGKILLed mid-way resumes to the same decisions with no episode run t
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -90,6 +91,7 @@ def test_every_decision_is_in_the_records_with_its_settings(uninterrupted):
         assert (round_, episodes, winner) == (pair["round"], pair["episodes"], pair["winner"])
         assert statistic == pytest.approx(pair["statistic"]) and threshold == pair["threshold"]
     assert json.loads(settings["alpha"]) == 0.05 and json.loads(settings["max_episodes"]) == 16
+    assert json.loads(settings["success_test"]) == "discordant-beta-mixture-0.25"
     assert rounds == 16  # the undecided pair ran the whole budget
 
 
@@ -158,6 +160,24 @@ def test_resuming_with_other_settings_is_refused(uninterrupted, tmp_path):
     assert done.returncode == 2
     assert "expected the settings this comparison began with" in done.stderr
     assert "alpha" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_comparison_begun_under_another_success_test_is_not_resumed_under_this_one(
+        uninterrupted, tmp_path):
+    # a copy of the comparison's records as an earlier version wrote them (its test, the
+    # KT mixture, named): resuming is refused, naming the setting, and nothing is run
+    _, folder = uninterrupted
+    copy = tmp_path / "older"
+    shutil.copytree(folder, copy)
+    with sqlite3.connect(copy / "comparison.sqlite") as con:
+        con.execute("UPDATE comparison SET value = ? WHERE key = 'success_test'",
+                    (json.dumps("discordant-beta-mixture-0.5"),))
+    before = {p: p.stat().st_mtime_ns for p in copy.rglob("records.sqlite")}
+    path = tmp_path / "again.yaml"
+    path.write_text(yaml.safe_dump({**CONFIG, "output_dir": str(copy)}))
+    done = cli("compare", path, "--policies", "expert", "zero", "same=zero")
+    assert done.returncode == 2 and "success_test" in done.stderr, done.stderr
+    assert {p: p.stat().st_mtime_ns for p in copy.rglob("records.sqlite")} == before
 
 
 @pytest.mark.parametrize("extra, message", [
