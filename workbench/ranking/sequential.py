@@ -84,18 +84,7 @@ def budget_threshold(horizon: int, alpha: float = 0.05, prior: float = MIXTURE) 
         raise ValueError(f"alpha: expected a number in (0, 1); got {alpha!r}")
 
     def crossing(log_c: float) -> float:
-        p, total = np.array([1.0]), 0.0
-        for n in range(1, horizon + 1):
-            q = np.zeros(n + 1)
-            q[:-1] += 0.5 * p
-            q[1:] += 0.5 * p
-            a = np.arange(n + 1)
-            log_e = log_discordant_e_value(a, n - a, prior)
-            hit = log_e >= log_c - 1e-9  # a tie within rounding counts as crossing
-            total += float(q[hit].sum())
-            q[hit] = 0.0
-            p = q
-        return total
+        return float(stopping_distribution(log_c, horizon, 0.5, prior).sum())
 
     low, high = 0.0, math.log(1.0 / alpha)
     if crossing(high) > alpha:  # cannot happen (Ville), kept as a guard
@@ -104,6 +93,25 @@ def budget_threshold(horizon: int, alpha: float = 0.05, prior: float = MIXTURE) 
         middle = (low + high) / 2
         low, high = (low, middle) if crossing(middle) <= alpha else (middle, high)
     return math.exp(high)
+
+
+def stopping_distribution(log_c: float, horizon: int, share: float = 0.5,
+                          prior: float = MIXTURE) -> np.ndarray:
+    """P(the mixture e-value first reaches ``exp(log_c)`` at the n-th discordant pair), for
+    n = 0 .. ``horizon``, when each pair goes A's way with chance ``share`` (0.5: the
+    null): the walk of A's wins, absorbed where it crosses (a tie within rounding counts
+    as crossing)."""
+    alive, stop = np.array([1.0]), np.zeros(horizon + 1)
+    for n in range(1, horizon + 1):
+        step = np.zeros(n + 1)
+        step[1:] += share * alive
+        step[:-1] += (1 - share) * alive
+        wins = np.arange(n + 1)
+        hit = log_discordant_e_value(wins, n - wins, prior) >= log_c - 1e-9
+        stop[n] = float(step[hit].sum())
+        step[hit] = 0.0
+        alive = step
+    return stop
 
 
 def discordant_interval(a_only: int, b_only: int, alpha: float = 0.05,
@@ -282,4 +290,5 @@ def _mcnemar_power(k: np.ndarray, share: float, alpha: float) -> np.ndarray:
 
 __all__ = ["Decision", "METRICS", "MIXTURE", "SUCCESS_TEST", "betting_e_value",
            "budget_threshold", "decide", "discordant_e_value", "discordant_interval",
-           "first_decision", "fixed_size_episodes", "log_discordant_e_value"]
+           "first_decision", "fixed_size_episodes", "log_discordant_e_value",
+           "stopping_distribution"]

@@ -189,9 +189,9 @@ def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
             state = first_decision(x[order], y[order], alpha, metric,
                                    horizon=n if budget_calibrated else None)
             used.append(state.episodes)
-            floor.append(_floor_episodes(x[order], y[order], alpha))
             if metric == "success":
                 oracle.append(_oracle_episodes(x[order], y[order], a_only, b_only, alpha))
+                floor.append(_floor_episodes(x[order], y[order], alpha))
             if state.decided:
                 decided += 1
                 correct += state.winner == reference
@@ -218,9 +218,9 @@ def replay_pairs(outcomes: pd.DataFrame, alpha: float = 0.05, orders: int = 50,
                      "oracle_median_episodes": float(np.median(oracle)) if oracle else np.nan,
                      "oracle_ratio_to_matched": float(np.median(oracle)) / fixed_matched
                      if oracle and fixed_matched else np.nan,
-                     "floor_median_episodes": float(np.median(floor)),
+                     "floor_median_episodes": float(np.median(floor)) if floor else np.nan,
                      "floor_ratio_to_matched": float(np.median(floor)) / fixed_matched
-                     if fixed_matched else np.nan})
+                     if floor and fixed_matched else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -300,23 +300,18 @@ def design_grid(priors: Sequence[float] = (0.5, 0.25, 0.1), horizon: int = 400,
     and their ratio. One row per (prior, effect)."""
     from scipy import stats
 
-    from workbench.ranking.sequential import log_discordant_e_value, budget_threshold
+    from workbench.ranking.sequential import budget_threshold, stopping_distribution
 
     rows = []
+    t = np.arange(1, horizon + 1)
     for prior in priors:
         log_c = math.log(budget_threshold(horizon, alpha, prior))
-        edge = np.full(horizon + 1, horizon + 1)  # the count of the leader that decides
-        for n in range(1, horizon + 1):
-            lead = np.arange((n + 1) // 2, n + 1)
-            passes = log_discordant_e_value(lead, n - lead, prior) >= log_c - 1e-9
-            ok = lead[passes & (2 * lead > n)]
-            edge[n] = ok[0] if ok.size else horizon + 1
         for share in DESIGN_SHARES:
-            stop = _stopping_distribution(edge, share)  # over discordant pairs
+            stop = stopping_distribution(log_c, horizon, share, prior)  # over discordant pairs
             for rate in DESIGN_DISCORDANCE:
-                t = np.arange(1, horizon + 1)
-                k = np.arange(1, horizon + 1)
-                cdf = stats.binom.sf(k[None, :] - 1, t[:, None], rate) @ stop[1:]
+                # P(stopped by episode t) = sum over k of P(stop at the k-th discordant pair)
+                # P(at least k discordant among t episodes)
+                cdf = stats.binom.sf(t[None, :] - 1, t[:, None], rate) @ stop[1:]
                 decided = float(cdf[-1])
                 median = int(t[np.searchsorted(cdf, 0.5)]) if decided >= 0.5 else horizon
                 wins = round(decided * orders)
@@ -327,24 +322,6 @@ def design_grid(priors: Sequence[float] = (0.5, 0.25, 0.1), horizon: int = 400,
                              "fixed_matched": fixed,
                              "ratio_to_matched": median / fixed if fixed else np.nan})
     return pd.DataFrame(rows)
-
-
-def _stopping_distribution(edge: np.ndarray, share: float) -> np.ndarray:
-    """P(the test stops at the n-th discordant pair), n = 0 .. len(edge) - 1, each pair
-    going A's way with chance ``share``: the walk absorbed where the leader's count
-    reaches ``edge[n]``."""
-    horizon = len(edge) - 1
-    alive, stop = np.array([1.0]), np.zeros(horizon + 1)
-    for n in range(1, horizon + 1):
-        step = np.zeros(n + 1)
-        step[1:] += share * alive
-        step[:-1] += (1 - share) * alive
-        wins = np.arange(n + 1)
-        hit = np.maximum(wins, n - wins) >= edge[n]
-        stop[n] = step[hit].sum()
-        step[hit] = 0.0
-        alive = step
-    return stop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
