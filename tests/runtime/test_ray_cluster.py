@@ -42,6 +42,9 @@ def write(tmp_path: Path, **config) -> Path:
 
 # two shards of 2 CPUs each: one fits on a node of 2 CPUs, so they run on both nodes
 SPREAD = {"shards": 2, "cpus_per_shard": 2}
+#: the killed-host run's episode length: zero actions never succeed, so every episode runs
+#: all of it; at least 1.2 s of the policy's delay, so both hosts are busy at the kill
+STEPS = 60
 
 
 def test_one_evaluation_spread_over_two_hosts_gives_the_local_outcomes(tmp_path, cluster):
@@ -63,7 +66,7 @@ def test_a_host_killed_mid_run_fails_its_episodes_in_flight_and_the_rest_finish(
                                                                                cluster):
     run = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"], episodes=6,
                policy="helper_policies:SlowZero", policy_options={"delay_s": 0.02},
-               image_size=32, max_steps=150, progress=False,  # 3 s per episode
+               image_size=32, max_steps=STEPS, progress=False,
                pool={"workers": 2, "replicas": 1}, ray=SPREAD,
                output_dir=str(tmp_path / "run"))
     db = str(tmp_path / "run" / "records.sqlite")
@@ -91,7 +94,7 @@ def test_a_host_killed_mid_run_fails_its_episodes_in_flight_and_the_rest_finish(
     alive = "ray-shard-1/" if dead == "ray-shard-0/" else "ray-shard-0/"
     assert df.loc[sorted(errors), "error_message"].str.contains("died").all()
     rest = df.drop(index=sorted(errors))
-    assert rest["error_kind"].isna().all() and (rest["steps"] == 150).all()
+    assert rest["error_kind"].isna().all() and (rest["steps"] == STEPS).all()
     # the dead shard's episodes not started when its host died ran on the live shard
     assert (rest["worker"].str.startswith(alive)).sum() > 6
     with sqlite3.connect(db) as conn:
