@@ -1,4 +1,4 @@
-"""perf/throughput.py from its command line at a tiny size (2 tasks, 16 steps, 32 px, two
+"""perf/throughput.py from its command line at a tiny size (2 tasks, 8 steps, one chunk, 32 px, two
 rounds; no Ray or vla-eval rows, which their own tests and the full run cover): the JSON's
 sections and provenance, the random interleaving, the bounds, memory, and every reported
 number against the rows it names."""
@@ -28,7 +28,7 @@ def tiny(tmp_path_factory):
     path = tmp_path_factory.mktemp("throughput") / "throughput.json"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--tasks", "2", "--episodes", "1", "--max-steps", "16",
+        [sys.executable, str(SCRIPT), "--tasks", "2", "--episodes", "1", "--max-steps", "8",
          "--image-size", "32", "--rounds", "2", "--skip-ray", "--skip-vla-eval",
          "--search-max-workers", "1", "--seed", "3", "--policy-bound", "--mlp", "256x2",
          "--policy-bound-workers", "4",
@@ -60,7 +60,7 @@ def test_rows_run_in_a_drawn_order_per_round_on_the_same_steps(tiny):
     assert orders[0] != orders[1]  # drawn per round (seed 3 draws two different orders)
     assert [r["system"] for r in rows] == orders[0] + orders[1]
     for round_ in (0, 1):  # one episode list, one step cap: the same steps everywhere
-        assert {r["steps"] for r in rows if r["round"] == round_} == {32}
+        assert {r["steps"] for r in rows if r["round"] == round_} == {16}
     for row in rows:
         assert row["steps_per_s"] == pytest.approx(row["steps"] / row["eval_s"])
         assert row["e2e_s"] > row["eval_s"] > 0 or row["system"].startswith("bound")
