@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -99,15 +99,27 @@ def stopping_distribution(log_c: float, horizon: int, share: float = 0.5,
                           prior: float = MIXTURE) -> np.ndarray:
     """P(the mixture e-value first reaches ``exp(log_c)`` at the n-th discordant pair), for
     n = 0 .. ``horizon``, when each pair goes A's way with chance ``share`` (0.5: the
-    null): the walk of A's wins, absorbed where it crosses (a tie within rounding counts
-    as crossing)."""
+    null); a tie within rounding counts as crossing."""
+    return walk_stopping(
+        lambda n, wins: log_discordant_e_value(wins, n - wins, prior) >= log_c - 1e-9,
+        horizon, share)
+
+
+def walk_stopping(decides: Callable[[int, np.ndarray], np.ndarray], horizon: int,
+                  share: float = 0.5) -> np.ndarray:
+    """P(a test first decides at the n-th discordant pair), n = 0 .. ``horizon``, when each
+    pair goes A's way with chance ``share``: the walk of A's wins, absorbed where
+    ``decides(n, wins)`` (wins: the array 0 .. n) is True.
+
+    >>> round(float(walk_stopping(lambda n, w: abs(2 * w - n) >= 6, 6).sum()), 4)  # 6 of 6
+    0.0312
+    """
     alive, stop = np.array([1.0]), np.zeros(horizon + 1)
     for n in range(1, horizon + 1):
         step = np.zeros(n + 1)
         step[1:] += share * alive
         step[:-1] += (1 - share) * alive
-        wins = np.arange(n + 1)
-        hit = log_discordant_e_value(wins, n - wins, prior) >= log_c - 1e-9
+        hit = decides(n, np.arange(n + 1))
         stop[n] = float(step[hit].sum())
         step[hit] = 0.0
         alive = step
@@ -291,4 +303,4 @@ def _mcnemar_power(k: np.ndarray, share: float, alpha: float) -> np.ndarray:
 __all__ = ["Decision", "METRICS", "MIXTURE", "SUCCESS_TEST", "betting_e_value",
            "budget_threshold", "decide", "discordant_e_value", "discordant_interval",
            "first_decision", "fixed_size_episodes", "log_discordant_e_value",
-           "stopping_distribution"]
+           "stopping_distribution", "walk_stopping"]

@@ -52,7 +52,7 @@ import math
 import sys
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -298,29 +298,43 @@ def design_grid(priors: Sequence[float] = (0.5, 0.25, 0.1), horizon: int = 400,
     episodes (``horizon`` when undecided), the fixed-size test's episodes at the matched
     power (:func:`matched_power` of the decision rate over ``orders``, as in the replay)
     and their ratio. One row per (prior, effect)."""
-    from scipy import stats
-
     from workbench.ranking.sequential import budget_threshold, stopping_distribution
+
+    frames = []
+    for prior in priors:
+        log_c = math.log(budget_threshold(horizon, alpha, prior))
+        frames.append(grid_effects(
+            lambda share: stopping_distribution(log_c, horizon, share, prior),
+            horizon, alpha, orders).assign(prior=prior))
+    table = pd.concat(frames, ignore_index=True)
+    return table[["prior"] + [c for c in table.columns if c != "prior"]]
+
+
+def grid_effects(stopping: Callable[[float], np.ndarray], horizon: int = 400,
+                 alpha: float = 0.05, orders: int = 50) -> pd.DataFrame:
+    """One test on the design grid's effects, exactly. ``stopping(share)``: the chance
+    that the test first decides at the n-th discordant pair (n = 0 .. ``horizon``) when
+    each goes A's way with chance ``share``. One row per effect: discordance, share,
+    decided (within ``horizon`` paired episodes), median_episodes, fixed_matched,
+    ratio_to_matched (see :func:`design_grid`)."""
+    from scipy import stats
 
     rows = []
     t = np.arange(1, horizon + 1)
-    for prior in priors:
-        log_c = math.log(budget_threshold(horizon, alpha, prior))
-        for share in DESIGN_SHARES:
-            stop = stopping_distribution(log_c, horizon, share, prior)  # over discordant pairs
-            for rate in DESIGN_DISCORDANCE:
-                # P(stopped by episode t) = sum over k of P(stop at the k-th discordant pair)
-                # P(at least k discordant among t episodes)
-                cdf = stats.binom.sf(t[None, :] - 1, t[:, None], rate) @ stop[1:]
-                decided = float(cdf[-1])
-                median = int(t[np.searchsorted(cdf, 0.5)]) if decided >= 0.5 else horizon
-                wins = round(decided * orders)
-                fixed = fixed_size_episodes(rate * share, rate * (1 - share), alpha,
-                                            matched_power(wins, orders)) if wins else None
-                rows.append({"prior": prior, "discordance": rate, "share": share,
-                             "decided": decided, "median_episodes": median,
-                             "fixed_matched": fixed,
-                             "ratio_to_matched": median / fixed if fixed else np.nan})
+    for share in DESIGN_SHARES:
+        stop = stopping(share)
+        for rate in DESIGN_DISCORDANCE:
+            # P(stopped by episode t) = sum over k of P(stop at the k-th discordant pair)
+            # P(at least k discordant among t episodes)
+            cdf = stats.binom.sf(t[None, :] - 1, t[:, None], rate) @ stop[1:]
+            decided = float(cdf[-1])
+            median = int(t[np.searchsorted(cdf, 0.5)]) if decided >= 0.5 else horizon
+            wins = round(decided * orders)
+            fixed = fixed_size_episodes(rate * share, rate * (1 - share), alpha,
+                                        matched_power(wins, orders)) if wins else None
+            rows.append({"discordance": rate, "share": share, "decided": decided,
+                         "median_episodes": median, "fixed_matched": fixed,
+                         "ratio_to_matched": median / fixed if fixed else np.nan})
     return pd.DataFrame(rows)
 
 
