@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -89,8 +90,9 @@ def test_their_own_client_drives_serve_policy_as_the_readme_writes_it(tmp_path, 
     command = BLOCKS["serve", wire].replace("\\\n", " ").replace(".venv/bin/", BIN)
     written = re.search(r"--port (\d+)", command).group(1)
     port = str(free_port())
-    server = subprocess.Popen(command.replace(f"--port {written}", f"--port {port}"),
-                              shell=True, env=env(), stdout=subprocess.PIPE,
+    # no shell between us and the server: terminating a shell left its server running
+    server = subprocess.Popen(shlex.split(command.replace(f"--port {written}", f"--port {port}")),
+                              env=env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = server.stdout.readline()

@@ -272,10 +272,25 @@ def test_a_warm_pool_serves_only_the_config_it_was_opened_for(tmp_path):
             workbench.run(dict(base, policy="zero"), pool=pool)
 
 
-def test_a_batch_waits_only_for_workers_that_have_asked_in_their_episode():
-    from workbench.runtime.replica import _askers, _Batching
+def test_a_batch_waits_only_for_workers_that_have_asked_and_are_due():
+    from workbench.runtime.replica import _Arrivals, _Batching, _batch_target
 
-    cfg = _Batching(workers={object(): 0, object(): 1, object(): 2})
-    assert _askers(cfg, {0, 1}) == 2  # worker 2 is resetting or between episodes
-    assert _askers(cfg, {0, 5}) == 1  # worker 5 is not attached to this replica
-    assert _askers(cfg, set()) == 1  # never zero: a request in hand is served
+    cfg, arrivals = _Batching(workers={object(): 0, object(): 1, object(): 2}), _Arrivals()
+    # worker 0's request is in hand; worker 2 is resetting or between episodes; worker 1's
+    # think time is unknown, so it is waited for
+    assert _batch_target(cfg, {0, 1}, {0}, arrivals, deadline=0.005) == 2
+    assert _batch_target(cfg, {0, 5}, {0}, arrivals, deadline=0.005) == 1  # 5: not attached
+    assert _batch_target(cfg, set(), set(), arrivals, deadline=0.005) == 1  # never zero
+    # worker 1 took 0.1 s, then 0.2 s, to ask again after a reply: think time 0.15 s
+    arrivals.answered(1, 0.0)
+    arrivals.asked(1, 0.1)
+    arrivals.answered(1, 0.2)
+    arrivals.asked(1, 0.4)
+    assert arrivals.think[1] == pytest.approx(0.15)
+    arrivals.answered(1, 1.0)  # replied at 1.0: due at 1.15
+    assert _batch_target(cfg, {0, 1}, {0}, arrivals, deadline=1.005) == 1  # served at once
+    assert _batch_target(cfg, {0, 1}, {0}, arrivals, deadline=1.2) == 2  # due in time
+    assert _batch_target(_Batching(max_batch=1, workers=cfg.workers), {0, 1}, {0}, arrivals,
+                         deadline=1.2) == 1
+    arrivals.forget(1)  # its episode ended: its next request follows a reset
+    assert arrivals.due_by(1, 1.005) and arrivals.think[1] == pytest.approx(0.15)

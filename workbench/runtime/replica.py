@@ -1,10 +1,13 @@
 """A policy replica process: loads one replica and serves batches to simulator workers.
 
 Dynamic batching: the first ``act`` request opens a batch; it is served when it
-holds ``max_batch`` requests, when every attached worker that has asked in the episode
-it has open is waiting (one resetting its environment or between episodes sends
-nothing, so no batch waits for it), or when ``max_wait_ms`` has passed, whichever
-comes first.
+holds ``max_batch`` requests, when no other attached worker may ask before
+``max_wait_ms`` has passed, or when it has passed, whichever comes first. A worker may
+ask if it has asked in the episode it has open (one resetting its environment or between
+episodes sends nothing, so no batch waits for it) and is due by then: its last reply's
+time plus its think time (how long it took to ask again after a reply, averaged), so a
+batch does not wait out the deadline for a worker still simulating its chunk. A worker
+whose think time is not known yet is waited for.
 
 One episode's fault stays its own: an observation the replica cannot read fails only
 its episode (an infrastructure error), and when a native batch raises, its
@@ -65,6 +68,34 @@ class _Batching:
     workers: dict[Connection, int] = field(default_factory=dict)
 
 
+@dataclass
+class _Arrivals:
+    """When each worker is due to ask again: the time of its last reply (in the episode it
+    has open) plus its think time, the running average of how long it took to ask again
+    after a reply (replica clock, ``time.perf_counter``)."""
+
+    replied: dict[int, float] = field(default_factory=dict)
+    think: dict[int, float] = field(default_factory=dict)
+
+    def asked(self, worker: int, now: float) -> None:
+        if worker in self.replied:
+            sample = now - self.replied.pop(worker)
+            self.think[worker] = 0.5 * (self.think.get(worker, sample) + sample)
+
+    def answered(self, worker: int, now: float) -> None:
+        self.replied[worker] = now
+
+    def forget(self, worker: int) -> None:
+        """A reset or an end: its next request comes after a reset, not a think time."""
+        self.replied.pop(worker, None)
+
+    def due_by(self, worker: int, when: float) -> bool:
+        """Whether ``worker`` may ask by ``when`` (yes while its think time is unknown)."""
+        if worker not in self.replied or worker not in self.think:
+            return True
+        return self.replied[worker] + self.think[worker] <= when
+
+
 def name_process(name: str) -> None:
     """Name this process ``name`` (at most 15 characters) where ``top``, ``ps -o comm`` and
     ``psutil.Process.name()`` show it (Linux; elsewhere nothing happens): a pool's workers
@@ -119,7 +150,7 @@ any other exit, which only the policy's code can cause."""
 
 def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connection],
            stats: ReplicaStats) -> None:
-    cfg, reader = _Batching(), SlotReader()
+    cfg, reader, arrivals = _Batching(), SlotReader(), _Arrivals()
     open_episodes: dict[int, set[str]] = {}
     asked: set[int] = set()  # workers that have asked for an action in their open episode
     pending: list[tuple[Connection, dict, int]] = []
@@ -141,26 +172,37 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
             worker = cfg.workers[conn]
             if kind == "act":
                 asked.add(worker)
+                arrivals.asked(worker, time.perf_counter())
                 if not pending:
                     deadline = time.perf_counter() + cfg.max_wait_s
                 pending.append((conn, payload, number))
             else:
                 asked.discard(worker)  # a reset or an end: it asks again after its reset
+                arrivals.forget(worker)
                 _lifecycle(policy, conn, kind, payload, number,
                            open_episodes.setdefault(worker, set()))
-        if pending and (len(pending) >= min(cfg.max_batch, _askers(cfg, asked))
+        waiting = {cfg.workers[conn] for conn, _, _ in pending if conn in cfg.workers}
+        if pending and (len(pending) >= _batch_target(cfg, asked, waiting, arrivals, deadline)
                         or time.perf_counter() >= deadline):
-            _serve_batch(policy, reader, pending[:cfg.max_batch], stats)
-            pending = pending[cfg.max_batch:]
-            deadline = time.perf_counter() + cfg.max_wait_s
+            served, pending = pending[:cfg.max_batch], pending[cfg.max_batch:]
+            _serve_batch(policy, reader, served, stats)
+            now = time.perf_counter()
+            for conn, _, _ in served:
+                if conn in cfg.workers:
+                    arrivals.answered(cfg.workers[conn], now)
+            deadline = now + cfg.max_wait_s
 
 
-def _askers(cfg: _Batching, asked: set[int]) -> int:
-    """How many attached workers a batch waits for: those that have asked for an action
-    in the episode they have open. A worker resetting its environment (its policy reset
-    comes first), between episodes, or without an episode left at the end of a plan
-    sends nothing for a while, so a batch does not wait for it."""
-    return max(1, sum(1 for w in cfg.workers.values() if w in asked))
+def _batch_target(cfg: _Batching, asked: set[int], waiting: set[int], arrivals: _Arrivals,
+                  deadline: float) -> int:
+    """How many requests a batch waits for (never more than ``max_batch``, never fewer
+    than one): those of the ``waiting`` workers, plus one from each other attached worker
+    that has asked in the episode it has open (a worker resetting its environment, its
+    policy reset first, between episodes, or without an episode left at the end of a plan
+    sends nothing for a while) and is due to ask again by ``deadline``."""
+    coming = sum(1 for w in cfg.workers.values()
+                 if w in asked and w not in waiting and arrivals.due_by(w, deadline))
+    return min(cfg.max_batch, max(1, len(waiting) + coming))
 
 
 def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connection],
