@@ -580,11 +580,19 @@ def _row(name: str, config: str, eval_s: float, e2e_s: float, df: pd.DataFrame |
             "e2e_steps_per_s": steps / e2e_s, "_df": df}
 
 
-def measured(measure: Callable[[int], dict], round_: int) -> dict:
-    """``measure(round_)`` under a process-tree monitor: the row with its peak PSS (every
-    page once), the largest PSS of one pool worker, and the GPU's memory where there is
-    one."""
-    with ResourceMonitor(interval_s=0.5, gpu_index=0, pss=True) as monitor:
+#: How often the memory monitor samples a row's processes. Reading a process's PSS walks
+#: its page tables: sampled every 0.5 s, the pool's quick rows lost about 5% of their rate
+#: (two cores, five processes; 63.0 against 66.5 steps/s, five interleaved runs), while
+#: the bounds, which count CPU seconds, lost nothing; every 2 s, under 1% (66.0).
+MEMORY_INTERVAL_S = 2.0
+
+
+def measured(measure: Callable[[int], dict], round_: int,
+             interval_s: float = MEMORY_INTERVAL_S) -> dict:
+    """``measure(round_)`` under a process-tree monitor sampling every ``interval_s``: the
+    row with its peak PSS (every page once), the largest PSS of one pool worker, and the
+    GPU's memory where there is one."""
+    with ResourceMonitor(interval_s=interval_s, gpu_index=0, pss=True) as monitor:
         row = measure(round_)
     usage = monitor.result
     workers = [v for k, v in usage.peak_pss_by_name.items() if k.startswith("wb-worker")]
@@ -750,6 +758,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-libero", action="store_true", help="--standard without LIBERO")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rows' order")
+    parser.add_argument("--memory-interval", type=float, default=MEMORY_INTERVAL_S,
+                        help=f"seconds between memory samples ({MEMORY_INTERVAL_S:g})")
     parser.add_argument("--json", default=None, help="also write the JSON here")
     parser.add_argument("--table", default=None, metavar="JSON", nargs="+",
                         help="print the markdown table of each result's JSON and exit")
@@ -807,7 +817,7 @@ def main(argv: list[str] | None = None) -> dict:
         random.Random(args.seed * 1000 + round_).shuffle(order)
         orders.append(order)
         for name in order:
-            row = measured(table[name], round_)
+            row = measured(table[name], round_, args.memory_interval)
             rows.append(row)
             print(f"round {round_} {name:20s} {row['steps_per_s']:8.2f} steps/s  "
                   f"eval {row['eval_s']:7.1f} s  e2e {row['e2e_s']:7.1f} s  "
@@ -827,7 +837,8 @@ def main(argv: list[str] | None = None) -> dict:
                      "cores": cores, "rounds": args.rounds, "quick": args.quick,
                      "standard": args.standard, "policy_bound_only": args.policy_bound_only,
                      "mlp": args.mlp if args.policy_bound or args.policy_bound_only else None,
-                     "orders": orders, "seed": args.seed},
+                     "orders": orders, "seed": args.seed,
+                     "memory_interval_s": args.memory_interval},
         "rows": [{k: v for k, v in r.items() if k != "_df"} for r in rows],
         "medians": medians, "ratios": ratios, "memory": mem,
         "targets": check_targets(ratios, mem), "agreement": agreement(rows),

@@ -31,7 +31,7 @@ def tiny(tmp_path_factory):
         [sys.executable, str(SCRIPT), "--tasks", "2", "--episodes", "1", "--max-steps", "8",
          "--image-size", "32", "--rounds", "2", "--skip-ray", "--skip-vla-eval",
          "--search-max-workers", "1", "--seed", "3", "--policy-bound", "--mlp", "256x2",
-         "--policy-bound-workers", "4",
+         "--policy-bound-workers", "4", "--memory-interval", "0.25",  # rows of a second
          "--json", str(path)],
         capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
