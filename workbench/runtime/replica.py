@@ -172,18 +172,21 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
             worker = cfg.workers[conn]
             if kind == "act":
                 asked.add(worker)
-                arrivals.asked(worker, time.perf_counter())
+                now = time.perf_counter()
+                arrivals.asked(worker, now)
                 if not pending:
-                    deadline = time.perf_counter() + cfg.max_wait_s
+                    deadline = now + cfg.max_wait_s
                 pending.append((conn, payload, number))
             else:
                 asked.discard(worker)  # a reset or an end: it asks again after its reset
                 arrivals.forget(worker)
                 _lifecycle(policy, conn, kind, payload, number,
                            open_episodes.setdefault(worker, set()))
+        if not pending:
+            continue
         waiting = {cfg.workers[conn] for conn, _, _ in pending if conn in cfg.workers}
-        if pending and (len(pending) >= _batch_target(cfg, asked, waiting, arrivals, deadline)
-                        or time.perf_counter() >= deadline):
+        if (len(pending) >= _batch_target(cfg, asked, waiting, arrivals, deadline)
+                or time.perf_counter() >= deadline):
             served, pending = pending[:cfg.max_batch], pending[cfg.max_batch:]
             _serve_batch(policy, reader, served, stats)
             now = time.perf_counter()
