@@ -272,6 +272,18 @@ def test_a_warm_pool_serves_only_the_config_it_was_opened_for(tmp_path):
             workbench.run(dict(base, policy="zero"), pool=pool)
 
 
+def test_each_worker_builds_a_tasks_environment_once():
+    plan = plan_episodes("metaworld", "MT10", TASKS, 2)
+    reach = [spec for spec in plan if spec.task == "reach-v3"]
+    config = dict(COMMON, policy="expert", pool={"workers": 1, "replicas": 1})
+    with workbench.open_pool(config, 2, 1) as pool:
+        assert pool.warm_up(reach) == {0: ["reach-v3"]}
+        assert pool.warm_up(plan) == {0: sorted(set(TASKS) - {"reach-v3"})}
+        assert pool.warm_up(plan) == {0: []}  # warm already: nothing rebuilt
+        pool.grow(2, 1)  # a new worker builds its own, the old one nothing
+        assert pool.warm_up(plan) == {0: [], 1: sorted(TASKS)}
+
+
 def test_a_batch_waits_only_for_workers_that_have_asked_and_are_due():
     from workbench.runtime.replica import _Arrivals, _Batching, _batch_target
 

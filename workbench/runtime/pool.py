@@ -155,14 +155,13 @@ class EvalPool:
         for w, r in self.assignment.items():
             self.workers[w].control.send(("configure", r))
 
-    def warm_up(self, plan: Sequence[EpisodeSpec]) -> float:
-        """Have every live worker build the environments and renderers of ``plan``'s tasks."""
-        start = time.perf_counter()
+    def warm_up(self, plan: Sequence[EpisodeSpec]) -> dict[int, list[str]]:
+        """Have every live worker build the environments and renderers of ``plan``'s tasks
+        that it has not built yet; returns the tasks each worker built now."""
         for w in self.live_workers():
             self.workers[w].control.send(("warmup", list(plan)))
-        for w in self.live_workers():
-            _expect(self.workers[w].control, ("warm",), timeout=600)
-        return time.perf_counter() - start
+        return {w: _expect(self.workers[w].control, ("warm",), timeout=600)[2]
+                for w in self.live_workers()}
 
     # -- running ----------------------------------------------------------------
     def run(self, plan: Sequence[EpisodeSpec], sink: RecordSink | None = None,

@@ -411,8 +411,6 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
     start = time.perf_counter()
     rules = machine_rules(pool, settings, cores)
     fixed = probe_plan(plan, max(settings.probe_episodes, 2 * rules.max_workers))
-    if counted is None:  # counted probes warm up only the episodes each one runs
-        pool.warm_up(fixed)
     reports: list[RunReport] = []
     options = EpisodeOptions(pool.observe_every_step, "probe", max_steps=max_steps)
 
@@ -421,7 +419,9 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
                        pool.observe_every_step)
         count = max(settings.probe_episodes, 2 * workers)
         if counted is None:
-            pool.warm_up(fixed)  # new workers build their environments outside the clock
+            # the probe's environments, outside the clock (a worker builds each task once;
+            # those no probe runs are built by the run, whose clock counts them anyway)
+            pool.warm_up(fixed[:count])
             report = pool.run(fixed[:count], options=options,
                               time_limit_s=settings.probe_time_limit_s)
         else:

@@ -125,6 +125,7 @@ def worker_main(worker_id: int, adapter_factory: Callable[[], BenchmarkAdapter],
 
 def _loop(adapter: BenchmarkAdapter, proxy: ReplicaProxy, control: Connection,
           replica_conns: dict[int, Connection]) -> None:
+    warmed: set[str] = set()  # tasks whose environments this worker has built
     while True:
         try:
             kind, payload = control.recv()
@@ -142,5 +143,8 @@ def _loop(adapter: BenchmarkAdapter, proxy: ReplicaProxy, control: Connection,
             proxy.timeout_s = options.call_timeout_s
             result = run_recorded_episode(adapter, proxy, spec, options)
             control.send(("result", result))
-        elif kind == "warmup":
-            control.send(("warm", warm_up(adapter, payload, proxy.capabilities.features)))
+        elif kind == "warmup":  # only tasks not built yet: a warm environment stays warm
+            todo = [spec for spec in payload if spec.task not in warmed]
+            seconds = warm_up(adapter, todo, proxy.capabilities.features)
+            warmed.update(spec.task for spec in todo)
+            control.send(("warm", seconds, sorted({spec.task for spec in todo})))
