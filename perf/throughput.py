@@ -89,6 +89,7 @@ from typing import Any, Callable  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import psutil  # noqa: E402
 
@@ -345,7 +346,6 @@ class PolicyBound:
         self.batch = self.workers // self.replicas
         self.parts = build_components(self.config)
         self.plan = workbench.plan_episodes("metaworld", "MT10", tasks, episodes)
-        self.per_item = policy_batch_costs(self.parts, self.plan[0], self.batch)
 
     def table(self) -> dict[str, Callable[[int], dict]]:
         def pool(batch: int) -> PoolConfig:
@@ -361,15 +361,17 @@ class PolicyBound:
         start = time.perf_counter()
         cost = measure_stages(self.parts, self.plan, False, self.cores, self.config.max_steps)
         # the policy's CPU per step at the cheapest batch size the pool can form, scaled
-        # from batch 1's (the loop measures act at batch 1)
-        best = min(self.per_item.values()) / self.per_item[1]
+        # from batch 1's (the loop measures act at batch 1); measured in this row, each
+        # round, since one measurement at start-up varied by a third between runs
+        per_item = policy_batch_costs(self.parts, self.plan[0], self.batch)
+        best = min(per_item.values()) / per_item[1]
         work = (cost.work_s - cost.policy_s + best * cost.policy_s) / cost.steps
         row = _row("policy-bound bound", f"{self.cores} cores / work per step at the best "
                    f"batch (<= {self.batch})", cost.steps * work / self.cores,
                    time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))
         row.update({f"cpu_{k}": v for k, v in cost.per_step().items()},
                    policy_call_over_step=cost.policy_s / cost.physics_s,
-                   policy_ms_per_item={str(b): 1e3 * v for b, v in self.per_item.items()})
+                   policy_ms_per_item={str(b): 1e3 * v for b, v in per_item.items()})
         return row
 
     def run(self, round_: int, name: str, pool: PoolConfig) -> dict:
@@ -491,10 +493,12 @@ def standard_ratios(rows: list[dict]) -> dict:
     return out
 
 
-def policy_batch_costs(parts: Any, spec: Any, largest: int, repeats: int = 30
-                       ) -> dict[int, float]:
+def policy_batch_costs(parts: Any, spec: Any, largest: int, passes: int = 5,
+                       seconds: float = 0.25) -> dict[int, float]:
     """CPU seconds per observation of the policy's ``act_batch`` at batch sizes 1, 2, 4,
-    ... up to ``largest``, in this (pinned) process, on one real observation."""
+    ... up to ``largest``, in this (pinned) process, on one real observation: ``passes``
+    passes over the sizes in turn (so that a slow moment of the machine hits every size),
+    each timing a size for about ``seconds``; the median pass per size."""
     from workbench.contracts.capabilities import LoadContext
     from workbench.runtime.episode import episode_context
 
@@ -506,17 +510,20 @@ def policy_batch_costs(parts: Any, spec: Any, largest: int, repeats: int = 30
                    "episode_id": spec.episode_id}
     sizes = sorted({1, largest} | {2 ** k for k in range(1, largest.bit_length())
                                    if 2 ** k <= largest})
-    out = {}
+    samples: dict[int, list[float]] = {size: [] for size in sizes}
     for size in sizes:
         policy.act_batch([observation] * size)  # warm
-        start = time.process_time()
-        for _ in range(repeats):
-            policy.act_batch([observation] * size)
-        out[size] = (time.process_time() - start) / (repeats * size)
+    for _ in range(passes):
+        for size in sizes:
+            start, calls = time.process_time(), 0
+            while calls == 0 or time.process_time() - start < seconds:
+                policy.act_batch([observation] * size)
+                calls += 1
+            samples[size].append((time.process_time() - start) / (calls * size))
     policy.end_episode(spec.episode_id)
     policy.unload()
     adapter.close()
-    return out
+    return {size: float(np.median(values)) for size, values in samples.items()}
 
 
 def vla_eval_grid(cores: int, full: bool) -> list[tuple[int, int, float]]:
