@@ -360,12 +360,15 @@ class PolicyBound:
     def bound(self) -> dict:
         start = time.perf_counter()
         cost = measure_stages(self.parts, self.plan, False, self.cores, self.config.max_steps)
-        # the policy's CPU per step at the cheapest batch size the pool can form, scaled
-        # from batch 1's (the loop measures act at batch 1); measured in this row, each
-        # round, since one measurement at start-up varied by a third between runs
+        # the policy's CPU per step at the cheapest batch size the pool can form: its own
+        # CPU per item there (a call per chunk), measured in this row every round; the
+        # loop's batch-1 calls are replaced by it (scaling them by the ratio of batch 8's
+        # cost to batch 1's was tried: batch 1's cost, bound by memory, varied 4.1 to 6.2
+        # ms/item between rounds, batch 8's 2.15 to 2.22)
         per_item = policy_batch_costs(self.parts, self.plan[0], self.batch)
-        best = min(per_item.values()) / per_item[1]
-        work = (cost.work_s - cost.policy_s + best * cost.policy_s) / cost.steps
+        calls_per_step = 1 / self.parts.capabilities.chunk_size
+        work = ((cost.work_s - cost.policy_s) / cost.steps
+                + min(per_item.values()) * calls_per_step)
         row = _row("policy-bound bound", f"{self.cores} cores / work per step at the best "
                    f"batch (<= {self.batch})", cost.steps * work / self.cores,
                    time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))
