@@ -89,7 +89,6 @@ from typing import Any, Callable  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import psutil  # noqa: E402
 
@@ -526,7 +525,7 @@ def policy_batch_costs(parts: Any, spec: Any, largest: int, passes: int = 5,
     policy.end_episode(spec.episode_id)
     policy.unload()
     adapter.close()
-    return {size: float(np.median(values)) for size, values in samples.items()}
+    return {size: statistics.median(values) for size, values in samples.items()}
 
 
 def vla_eval_grid(cores: int, full: bool) -> list[tuple[int, int, float]]:
