@@ -115,6 +115,12 @@ STANDARD_MAX_STEPS = 60
 #: uncapped (234), 188 capped, so three end by the cap (on every row alike). Uncapped,
 #: the every-step rows alone took 16 of the 25 minutes the run took; capped, it fits 20.
 QUICK_MAX_STEPS = 48
+#: ``--standard``'s cap on each probe episode (three chunks of 8; the probes' results are
+#: discarded: the CNN is not runtime-invariant). Measured once each, with the second
+#: probe's workers started with the first: 60-step probes measured 36.1 / 68.9 / 69.9
+#: steps/s at 1w1r / 2w1r / 2w2r, 24-step ones 37.2 / 68.0 / 69.1; the search took 16.3 s
+#: and 8.3 s.
+STANDARD_PROBE_MAX_STEPS = 24
 QUANTITIES = ("steps_per_s", "e2e_steps_per_s", "eval_s", "e2e_s")
 PACKAGES = ("robo-workbench", "mujoco", "metaworld", "torch", "numpy", "ray", "vla-eval",
             "psutil", "pandas")
@@ -388,9 +394,10 @@ class PolicyBound:
 class Standard:
     """``--standard``'s rows: MT10 x ``episodes`` with the trained ``vision`` CNN (weights
     "bc"), cameras at chunk boundaries. The policy is not runtime-invariant, so the
-    search's probes do not count: every probe runs the same probe episodes, their results
-    are discarded, and the rule that success on the episodes shared with the first probe
-    must not fall below ``success_fraction`` of its applies.
+    search's probes do not count: every probe runs the same probe episodes, each cut at
+    ``probe_max_steps`` (``--probe-max-steps``), their results are discarded, and the rule
+    that success on the episodes shared with the first probe must not fall below
+    ``success_fraction`` of its applies (success within the cap).
 
     - ``standard WwRr``: one fixed pool per point of the search's space (workers 1 to
       ``max_workers``, replicas 1 to ``min(workers, max_replicas)``), each over the whole
@@ -748,6 +755,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-steps", type=int, default=None, help="step cap (500)")
     parser.add_argument("--search-max-workers", type=int, default=None,
                         help="the search's largest worker count (2 x cores)")
+    parser.add_argument("--probe-max-steps", type=int, default=None,
+                        help="the search's cap on each probe episode whose result is "
+                             f"discarded (--standard: {STANDARD_PROBE_MAX_STEPS}; else none)")
     parser.add_argument("--full-grid", action="store_true",
                         help="tune vla-eval over the full grid (shards 1 to 2 x cores, ...)")
     parser.add_argument("--policy-bound", action="store_true",
@@ -790,7 +800,9 @@ def main(argv: list[str] | None = None) -> dict:
                       args.image_size, args.max_steps)
     if args.tasks:
         config = config.replace(tasks=config.task_names()[:args.tasks])
-    search = {"max_workers": args.search_max_workers or 2 * cores, "max_replicas": 2}
+    search = {"max_workers": args.search_max_workers or 2 * cores, "max_replicas": 2,
+              "probe_max_steps": args.probe_max_steps or (STANDARD_PROBE_MAX_STEPS
+                                                          if args.standard else None)}
     vla, vla_table = None, pd.DataFrame()
     table: dict[str, Callable[[int], dict]] = {}
     if args.standard:
@@ -846,7 +858,8 @@ def main(argv: list[str] | None = None) -> dict:
                      "cores": cores, "rounds": args.rounds, "quick": args.quick,
                      "standard": args.standard, "policy_bound_only": args.policy_bound_only,
                      "mlp": args.mlp if args.policy_bound or args.policy_bound_only else None,
-                     "orders": orders, "seed": args.seed,
+                     "orders": orders, "seed": args.seed, "search": search,
+                     "full_grid": args.full_grid,
                      "memory_interval_s": args.memory_interval},
         "rows": [{k: v for k, v in r.items() if k != "_df"} for r in rows],
         "medians": medians, "ratios": ratios, "memory": mem,

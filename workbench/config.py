@@ -212,10 +212,15 @@ class SearchConfig:
 
     max_workers / max_replicas: the largest pools the search may start (None:
     ``min(2 * cores, 64)`` workers and ``min(cores, 8)`` replicas).
+    probe_max_steps: the most steps of each probe episode whose result is discarded (a
+    policy that does not declare ``runtime_invariant``): such a probe only measures a
+    rate, and the success rule then compares success within this cap in every probe.
+    None: the run's own ``max_steps``. Probes that count as the run's are never cut.
     """
 
     enabled: bool = False
     probe_episodes: int = 4
+    probe_max_steps: int | None = None
     probe_time_limit_s: float = 120.0
     success_fraction: float = 0.9
     min_gain: float = 0.03
@@ -227,6 +232,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         check_bool("search.enabled", self.enabled)
         check_int("search.probe_episodes", self.probe_episodes, 1, MAX_EPISODES)
+        check_int("search.probe_max_steps", self.probe_max_steps, 1, MAX_STEPS, optional=True)
         for name, low, high in (("probe_time_limit_s", 0.0, MAX_SECONDS),
                                 ("success_fraction", 0.0, 1.0), ("min_gain", 0.0, 100.0),
                                 ("memory_reserve_gib", 0.0, 1e6)):

@@ -92,6 +92,7 @@ RULES: dict[str, Callable[[Any], bool]] = {
     "pool.max_wait_ms": lambda v: is_num(v, 0, 60_000),
     "search.enabled": lambda v: isinstance(v, bool),
     "search.probe_episodes": lambda v: is_int(v, 1, 100_000),
+    "search.probe_max_steps": optional(lambda v: is_int(v, 1, 10_000_000)),
     "search.probe_time_limit_s": lambda v: is_num(v, 0, DAY),
     "search.success_fraction": lambda v: is_num(v, 0, 1),
     "search.min_gain": lambda v: is_num(v, 0, 100),

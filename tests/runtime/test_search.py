@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import psutil
 import yaml
 
 import workbench
@@ -93,6 +94,32 @@ def test_probes_of_a_policy_that_may_depend_on_the_runtime_are_not_recorded(tmp_
         assert len(store.attempts(run.run_id)) == 4
     finally:
         store.close()
+
+
+def test_probes_that_do_not_count_stop_at_probe_max_steps_and_the_run_does_not(tmp_path):
+    run = workbench.run(dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3"],
+                             episodes=4, policy="wb_plugin.policies:ResidualExpert",
+                             image_size=32, progress=False, output_dir=str(tmp_path),
+                             backend="pool", search={"enabled": True, "probe_episodes": 2,
+                                                     "max_workers": 2, "max_replicas": 1,
+                                                     "probe_max_steps": 6}))
+    probes = run.search.probes
+    assert not run.search.counted and len(probes) >= 2
+    assert (probes["steps"] == 6 * probes["episodes"]).all()  # every probe episode cut at 6
+    assert (run.results["steps"] > 6).all() and run.results["success"].all()  # the run's not
+
+
+def test_a_searched_pool_starts_the_second_probes_workers():
+    from workbench.runtime.job import build_components
+    from workbench.runtime.parallel import start_pool
+
+    config = workbench.load_config(dict(
+        benchmark="metaworld", suite="MT10", tasks=["reach-v3"], episodes=1, policy="expert",
+        image_size=32, progress=False, backend="pool",
+        search={"enabled": True, "max_workers": 3, "worker_candidates": [1, 3]}))
+    with start_pool(build_components(config), config) as pool:
+        started = len(pool.workers)
+    assert started == min(3, psutil.cpu_count())  # never more than the cores
 
 
 def test_episodes_start_longest_expected_first_and_outcomes_do_not_change(tmp_path):

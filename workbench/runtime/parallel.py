@@ -12,15 +12,18 @@ from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.job import Components, Job
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.search import (CountedProbes, SearchResult, mean_steps_per_task,
-                                      search_concurrency)
+                                      search_concurrency, workers_to_start)
 from workbench.runtime.sink import RecordSink, RunReport
 
 
 def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
-    """A pool for ``config``: its pool section's size; with the search, one worker and
-    one replica that the search grows up to its limits."""
+    """A pool for ``config``: its pool section's size; with the search, one replica and
+    the second probe's workers (:func:`~workbench.runtime.search.workers_to_start`), which
+    the search grows up to its limits."""
     if config.search.enabled:
-        return EvalPool(parts, 1, 1, limits=config.search.pool_limits(psutil.cpu_count() or 1))
+        cores = psutil.cpu_count() or 1
+        return EvalPool(parts, workers_to_start(config.search, cores), 1,
+                        limits=config.search.pool_limits(cores))
     return EvalPool(parts, config.pool.workers, config.pool.replicas)
 
 

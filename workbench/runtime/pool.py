@@ -183,7 +183,7 @@ class EvalPool:
         state = _RunState(deque(pending), sink, options, set(videos))
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         gpu = 0 if self.parts.device.startswith("cuda") else None
-        with ResourceMonitor(self.pids(), interval_s=0.5, children=False,
+        with ResourceMonitor(self.pids(in_use=True), interval_s=0.5, children=False,
                              gpu_index=gpu) as monitor:
             while state.queue or state.in_flight:
                 if deadline is not None and time.perf_counter() > deadline:
@@ -330,8 +330,15 @@ class EvalPool:
                 continue
         return out
 
-    def pids(self) -> list[int]:
-        return [p.process.pid for p in self.workers + self.replicas if p.alive]
+    def pids(self, in_use: bool = False) -> list[int]:
+        """Process ids of the live workers and replicas; with ``in_use``, only of those the
+        configuration uses (a run's CPU and memory are theirs: a worker started early for a
+        search's next probe, or a replica a probe added that was not kept, sits idle)."""
+        procs = self.workers + self.replicas
+        if in_use and self.config is not None:
+            procs = ([self.workers[w] for w in self.assignment]
+                     + [self.replicas[r] for r in sorted(set(self.assignment.values()))])
+        return [p.process.pid for p in procs if p.alive]
 
     def close(self) -> None:
         for proc in self.workers + self.replicas:

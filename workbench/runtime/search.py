@@ -11,7 +11,9 @@ quotes).
 - **A probe fails** when "a worker is missing or fails, an out-of-memory error occurs,
   episodes do not finish within" ``probe_time_limit_s``, "or success on the episodes
   shared with the first probe falls below" ``success_fraction`` "times the first
-  probe's". An out-of-memory error inside a replica is recorded as the policy's error
+  probe's" (probes whose episodes do not count may stop each episode at
+  ``probe_max_steps``: success then means success within that many steps, the same cap
+  in every probe). An out-of-memory error inside a replica is recorded as the policy's error
   of its episode (whatever the policy's code raises is), and the probe that hit one
   fails: it packed too many replicas or workers on the device.
   The search keeps the incumbent and stops at the first failed probe.
@@ -41,9 +43,11 @@ quotes).
   or fails.
 
 Workers and replicas start lazily (:meth:`~workbench.runtime.pool.EvalPool.grow`) as the
-search reaches configurations that need them, never all at once. The rules themselves
-(:class:`SearchRules`, :func:`run_rules`) see only probe rows, so they are tested on
-synthetic probe tables as well as on real probes.
+search reaches configurations that need them, never all at once: only the second probe's
+workers start with the first (:func:`workers_to_start`), side by side, and sit idle
+during it (a probe measures only the processes its configuration uses). The rules
+themselves (:class:`SearchRules`, :func:`run_rules`) see only probe rows, so they are
+tested on synthetic probe tables as well as on real probes.
 """
 
 from __future__ import annotations
@@ -359,6 +363,22 @@ def _failure(report: RunReport, first: RunReport | None, settings: SearchConfig)
     return ""
 
 
+def workers_to_start(settings: SearchConfig, cores: int) -> int:
+    """Workers a searched pool starts with: those of the second probe (the next worker
+    candidate after 1, which the rules probe unless the first probe fails, the cap of
+    ``cores`` before two probes excludes it, or it does not fit in memory), so that they
+    start and build their environments side by side instead of one after the other.
+
+    >>> workers_to_start(SearchConfig(), 2), workers_to_start(SearchConfig(), 1)
+    (2, 1)
+    >>> workers_to_start(SearchConfig(worker_candidates=(1, 4, 8)), 16)
+    4
+    """
+    limit = settings.pool_limits(cores)[0]
+    after = [w for w in settings.worker_candidates if w > 1]
+    return max(1, min(min(after, default=1), limit, cores))
+
+
 def machine_rules(pool: EvalPool, settings: SearchConfig, cores: int | None = None) -> SearchRules:
     """The rules' view of this machine: the GPUs the replicas use (each one's total
     memory), or the host (memory available now plus what the pool holds)."""
@@ -397,7 +417,8 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
 
     Probes batch at the derived batch size (``PoolConfig.batch``) and wait at most
     ``max_wait_ms``; the chosen configuration does the same. ``max_steps`` caps each
-    probe episode as the run caps its own.
+    probe episode as the run caps its own; a probe whose episodes do not count stops each
+    at ``settings.probe_max_steps`` too, when that is lower.
 
     Which episodes probes run: with ``counted`` (given for a policy that declares
     ``runtime_invariant``), each probe claims the next pending episodes of ``plan`` and
@@ -412,7 +433,8 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
     rules = machine_rules(pool, settings, cores)
     fixed = probe_plan(plan, max(settings.probe_episodes, 2 * rules.max_workers))
     reports: list[RunReport] = []
-    options = EpisodeOptions(pool.observe_every_step, "probe", max_steps=max_steps)
+    cut = [m for m in (max_steps, settings.probe_max_steps) if m is not None]
+    options = EpisodeOptions(pool.observe_every_step, "probe", max_steps=min(cut, default=None))
 
     def measure(workers: int, replicas: int) -> dict:
         pool.configure(PoolConfig(workers, replicas, max_wait_ms=max_wait_ms),
