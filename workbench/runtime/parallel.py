@@ -12,7 +12,7 @@ from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.job import Components, Job
 from workbench.runtime.pool import EvalPool
 from workbench.runtime.search import (CountedProbes, SearchResult, mean_steps_per_task,
-                                      search_concurrency, workers_to_start)
+                                      search_concurrency, search_pool)
 from workbench.runtime.sink import RecordSink, RunReport
 
 
@@ -21,9 +21,7 @@ def start_pool(parts: Components, config: EvalConfig) -> EvalPool:
     the second probe's workers (:func:`~workbench.runtime.search.workers_to_start`), which
     the search grows up to its limits."""
     if config.search.enabled:
-        cores = psutil.cpu_count() or 1
-        return EvalPool(parts, workers_to_start(config.search, cores), 1,
-                        limits=config.search.pool_limits(cores))
+        return search_pool(parts, config.search, psutil.cpu_count() or 1)
     return EvalPool(parts, config.pool.workers, config.pool.replicas)
 
 

@@ -62,10 +62,10 @@ from workbench.contracts.results import EpisodeResult, InfrastructureError, Poli
 from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
-from workbench.runtime.pool import EvalPool, longest_first
+from workbench.runtime.pool import longest_first
 from workbench.runtime.guard import guarded
 from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads, release
-from workbench.runtime.search import SearchResult, search_concurrency, workers_to_start
+from workbench.runtime.search import SearchResult, search_concurrency, search_pool
 from workbench.runtime.sink import RunReport
 from workbench.runtime.worker import unpack_reply
 
@@ -215,8 +215,7 @@ class SearchActor:
     def search(self, plan: Sequence[EpisodeSpec], config: EvalConfig, cores: int,
                shard: int) -> SearchResult:
         settings = config.search
-        with EvalPool(self.parts, workers_to_start(settings, cores), 1,
-                      limits=settings.pool_limits(cores)) as pool:
+        with search_pool(self.parts, settings, cores) as pool:
             pool.observe_every_step = config.observe_every_step
             result = search_concurrency(pool, plan, settings, config.pool.max_wait_ms,
                                         cores=cores, max_steps=config.max_steps)

@@ -379,6 +379,13 @@ def workers_to_start(settings: SearchConfig, cores: int) -> int:
     return max(1, min(min(after, default=1), limit, cores))
 
 
+def search_pool(parts: Any, settings: SearchConfig, cores: int) -> EvalPool:
+    """A pool for the search on ``cores`` cores: one replica and the second probe's
+    workers (:func:`workers_to_start`), grown by the search up to its limits."""
+    return EvalPool(parts, workers_to_start(settings, cores), 1,
+                    limits=settings.pool_limits(cores))
+
+
 def machine_rules(pool: EvalPool, settings: SearchConfig, cores: int | None = None) -> SearchRules:
     """The rules' view of this machine: the GPUs the replicas use (each one's total
     memory), or the host (memory available now plus what the pool holds)."""
