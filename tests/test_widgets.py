@@ -24,8 +24,10 @@ def test_probe_panel_runs_probes_and_keeps_history():
     c = panel.controls
     try:
         c["workers"].value, c["batch"].value, c["wait"].value = 1, 1, 2.5
+        assert c["next"].value == "next probe: 1w/1r b1, wait 2.5 ms"
         c["run"].click()
         c["workers"].value, c["batch"].value = 2, 3
+        assert c["next"].value == "next probe: 2w/1r b3, wait 2.5 ms"
         c["run"].click()
         history = panel.session.history
         assert list(history["source"]) == ["manual"] * 2
@@ -74,6 +76,7 @@ def test_probe_panel_starts_from_a_search_and_plots_beside_its_probes():
     try:
         assert (c["workers"].value, c["replicas"].value, c["batch"].value, c["wait"].value) \
             == (2, 1, 2, 7.5)
+        assert c["next"].value == "next probe: 2w/1r b2, wait 7.5 ms"
         seeded = bytes(c["plot"].value)
         assert seeded.startswith(b"\x89PNG")  # the search's probes are plotted already
         assert "search" in c["table"].value

@@ -1,7 +1,9 @@
 """A panel to probe pool configurations by hand.
 
-Sliders for simulator workers, policy replicas, maximum batch and maximum wait; **Run
-probe** runs the config's whole plan once at exactly those settings, with the search off
+Sliders for simulator workers, policy replicas, maximum batch and maximum wait; a line
+beside them says what the next probe runs as the kernel has the sliders (a value reaches
+the kernel a moment after the slider shows it); **Run probe** runs the config's whole
+plan once at exactly those settings, with the search off
 (:class:`workbench.studies.runtime.ProbeSession`), and adds the probe to a table and to
 the plot of steps/s, busy cores and peak memory beside the earlier probes (a search's,
 when given as ``history``). The pool stays warm between probes; a line shows what it
@@ -26,8 +28,8 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
                 max_replicas: int = 2, history: pd.DataFrame | None = None,
                 start: PoolConfig | None = None) -> Any:
     """The panel (an ``ipywidgets.VBox``); its ``session`` attribute holds the probes and
-    ``controls`` its widgets by name (workers, replicas, batch, wait, run, close, status,
-    memory, workload, table, plot).
+    ``controls`` its widgets by name (workers, replicas, batch, wait, next, run, close,
+    status, memory, workload, table, plot).
 
     history: earlier probes shown from the start (a search's probe table);
     start: where the sliders begin (a search's choice, say).
@@ -43,6 +45,7 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
          "batch": w.IntSlider(value=start.batch, min=1, max=64, description="max batch"),
          "wait": w.FloatSlider(value=start.max_wait_ms, min=0.0, max=50.0, step=0.5,
                                description="wait (ms)"),
+         "next": w.Label(value=""),
          "run": w.Button(description="Run probe", button_style="primary"),
          "close": w.Button(description="Close pool", button_style="warning"),
          "status": w.Label(value=""), "memory": w.Label(value=""),
@@ -65,6 +68,10 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
         return PoolConfig(c["workers"].value, c["replicas"].value, c["batch"].value,
                           c["wait"].value)
 
+    def show_next(_: Any = None) -> None:
+        pool_config = asked()
+        c["next"].value = f"next probe: {pool_config.label}, wait {pool_config.max_wait_ms:g} ms"
+
     def on_run(_: Any) -> None:
         pool_config = asked()
         c["run"].disabled, c["close"].disabled = True, True
@@ -86,10 +93,14 @@ def probe_panel(config: EvalConfig | Mapping[str, Any], max_workers: int = 4,
         c["status"].value = "pool closed: its processes are stopped"
         show()
 
+    for name in ("workers", "replicas", "batch", "wait"):
+        c[name].observe(show_next, names="value")
     c["run"].on_click(on_run)
     c["close"].on_click(on_close)
+    show_next()
     show()
     panel = w.VBox([w.HBox([c["workers"], c["replicas"]]), w.HBox([c["batch"], c["wait"]]),
+                    c["next"],
                     w.HBox([c["run"], c["close"], c["status"]]), c["memory"], c["workload"],
                     c["table"], c["plot"]])
     panel.session, panel.controls = session, c

@@ -87,6 +87,19 @@ def button(panel, text: str):
     return panel.locator("button", has_text=re.compile(f"^{re.escape(text)}$"))
 
 
+def kernel_has(panel, label: str) -> None:
+    """Wait until the panel's next-probe line, written by the kernel, shows ``label``: a
+    slider's value reaches the kernel after the page shows it, and a click sent before it
+    arrives would probe the value before."""
+    line = panel.locator(".widget-label", has_text="next probe:")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if line.inner_text() == f"next probe: {label}":
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the kernel did not get the sliders' {label}: {line.inner_text()}")
+
+
 def run_probe(panel) -> str:
     """Click Run probe, wait for it to finish; the status line it leaves."""
     status = panel.locator(".widget-hbox:has(button:text-is('Run probe')) div.widget-label")
@@ -146,6 +159,7 @@ def test_probe_panel_runs_the_sliders_configuration(notebook, lab, pool_processe
     move_slider(panel, "replicas", 1)
     move_slider(panel, "max batch", 1)
     type_readout(panel, "wait (ms)", "2.5")
+    kernel_has(panel, "1w/1r b1, wait 2.5 ms")
     run_probe(panel)
     probe = last_probe(nb)
     assert probe == {"workers": 1, "replicas": 1, "max_batch": 1, "wait_ms": 2.5,
@@ -154,6 +168,7 @@ def test_probe_panel_runs_the_sliders_configuration(notebook, lab, pool_processe
     move_slider(panel, "workers", 2)
     move_slider(panel, "replicas", 2)
     move_slider(panel, "max batch", 3)
+    kernel_has(panel, "2w/2r b3, wait 2.5 ms")
     status = run_probe(panel)
     assert "2w/2r b3" in status and f"{plan} episodes" in status, status
     probe = last_probe(nb)
