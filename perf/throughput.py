@@ -48,7 +48,10 @@ is the cost: ``expert-mlp-cost`` (a wide MLP on the state, chunks of 1, one call
 ``policy-bound pool`` (8 x cores workers, one replica per core, max batch 1 and 8), and
 ``policy-bound bound`` (cores / (resets, physics and observation per step plus the policy's
 cheapest CPU per item over the batch sizes the pool may form, measured in this pinned
-process)).
+process)). The pool rows also say where their core time went (``split_*_ms``:
+:func:`core_time_split`) and how their steady part and their tail after the last claim
+compare (:func:`steady_and_tail`); ``policy_bound_steady_over_bound`` divides the steady
+rate by the bound, which has no tail (absent where every episode was claimed at once).
 
 Each round runs every row once, in an order drawn per round (seeded, recorded).
 ``eval_s`` is the warm time (environments built before: ``steps_per_s``), ``e2e_s`` the
@@ -164,6 +167,8 @@ RATIOS: dict[str, tuple[str, str, str]] = {
                                      "steps_per_s"),
     "policy_bound_pool_over_bound": ("policy-bound pool", "policy-bound bound",
                                      "steps_per_s"),
+    "policy_bound_steady_over_bound": ("policy-bound pool", "policy-bound bound",
+                                       "steady_steps_per_s"),
     # --standard's LIBERO rows
     "libero_pool_over_single": ("libero pool", "libero single", "steps_per_s"),
 }
@@ -298,6 +303,7 @@ class Systems:
                    + (f" ({processes} processes at once)" if processes > 1 else " (alone)"),
                    steps / cost.bound_steps_per_s, time.perf_counter() - start,
                    steps=steps, episodes=len(self.plan))
+        row["steady_steps_per_s"] = row["steps_per_s"]  # a bound has no tail
         row.update({f"cpu_{k}": v for k, v in cost.per_step().items()}, processes=processes)
         return row
 
@@ -377,18 +383,103 @@ class PolicyBound:
         row = _row("policy-bound bound", f"{self.cores} cores / work per step at the best "
                    f"batch (<= {self.batch})", cost.steps * work / self.cores,
                    time.perf_counter() - start, steps=cost.steps, episodes=len(self.plan))
+        row["steady_steps_per_s"] = row["steps_per_s"]  # a bound has no tail
         row.update({f"cpu_{k}": v for k, v in cost.per_step().items()},
                    policy_call_over_step=cost.policy_s / cost.physics_s,
                    policy_ms_per_item={str(b): 1e3 * v for b, v in per_item.items()})
         return row
 
     def run(self, round_: int, name: str, pool: PoolConfig) -> dict:
-        result = workbench.run(self.config.replace(run_id=f"{name.replace(' ', '-')}-{round_}",
-                                                   backend="pool", pool=pool))
-        row = _row(name, pool.label, result.report.wall_s, result.e2e_s, result.results)
-        sizes = result.report.batch_sizes()
+        with CoreClock() as clock:
+            result = workbench.run(self.config.replace(
+                run_id=f"{name.replace(' ', '-')}-{round_}", backend="pool", pool=pool))
+        report = result.report
+        row = _row(name, pool.label, report.wall_s, result.e2e_s,
+                   result.results)
+        sizes = report.batch_sizes()
         row["mean_batch"] = sum(k * n for k, n in sizes.items()) / max(sum(sizes.values()), 1)
+        row.update(core_time_split(report, row["steps"], self.cores))
+        row.update(steady_and_tail(result.results, clock))
         return row
+
+
+def core_time_split(report: Any, steps: int, cores: int) -> dict:
+    """Where a pool row's core time went, in ms per step; the three parts add up to
+    ``cores`` x its wall time / steps (= cores x 1000 / ``steps_per_s``):
+    ``split_policy_ms`` the replicas' CPU inside the policy's batched calls (thread time
+    of ``act_batch``), ``split_rest_ms`` the rest of the pool processes' CPU (the workers'
+    resets, physics, observations and step loop, the replicas' reading and replying,
+    pipes), ``split_unused_ms`` core time the pool's processes did not use (idle cores,
+    the driver, anything else running)."""
+    pool_cpu_s = report.busy_cores * report.wall_s
+    policy_s = sum(s.busy_cpu_s for s in report.replica_stats)
+    return {"split_policy_ms": 1e3 * policy_s / steps,
+            "split_rest_ms": 1e3 * (pool_cpu_s - policy_s) / steps,
+            "split_unused_ms": 1e3 * (cores * report.wall_s - pool_cpu_s) / steps}
+
+
+def steady_and_tail(df: pd.DataFrame, clock: "CoreClock") -> dict:
+    """A pool row's steady part and its tail, split at the last claim (after it, workers
+    fall idle one by one as the last episodes finish): ``tail_share`` of the time from the
+    first claim to the last finish, ``steady_steps_per_s`` (each episode's steps counted
+    before the last claim in proportion to the part of its time there), and the machine's
+    idle share of its cores in each part (``idle_share_steady``, ``idle_share_tail``,
+    from ``/proc/stat``; None where it cannot be read)."""
+    first, last, end = df["claimed_at"].min(), df["claimed_at"].max(), df["finished_at"].max()
+    if last < df["finished_at"].min():  # every episode claimed at once: all of it is tail
+        return {"tail_share": 1.0, "steady_steps_per_s": None, "idle_share_steady": None,
+                "idle_share_tail": clock.idle_share(first, end)}
+    duration = (df["finished_at"] - df["claimed_at"]).clip(lower=1e-9)
+    after = ((df["finished_at"] - last).clip(lower=0) / duration).clip(upper=1)
+    steady_steps = float((df["steps"] * (1 - after)).sum())
+    return {"tail_share": float((end - last) / (end - first)),
+            "steady_steps_per_s": steady_steps / float(last - first),
+            "idle_share_steady": clock.idle_share(first, last),
+            "idle_share_tail": clock.idle_share(last, end)}
+
+
+class CoreClock:
+    """Samples the machine's idle and total core time (``/proc/stat``'s first line) every
+    ``interval_s`` in a thread, with the wall clock (``time.time``, the clock of the
+    records' claim and finish times), while it is entered."""
+
+    def __init__(self, interval_s: float = 0.1, path: str = "/proc/stat") -> None:
+        import threading
+
+        self.interval_s, self.path = interval_s, path
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop, self._thread = threading.Event(), threading.Thread(target=self._run,
+                                                                       daemon=True)
+
+    def _read(self) -> None:
+        try:
+            with open(self.path) as f:
+                ticks = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return
+        self.samples.append((time.time(), ticks[3] + ticks[4], sum(ticks[:8])))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._read()
+
+    def __enter__(self) -> "CoreClock":
+        self._read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def idle_share(self, start: float, end: float) -> float | None:
+        """The idle (and I/O wait) share of the core time between the first and the last
+        sample within [``start``, ``end``]; None with fewer than two samples there."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+            return None
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
 
 
 class Standard:
@@ -633,7 +724,8 @@ def with_best_vla_eval(rows: list[dict]) -> list[dict]:
 
 def summarize(rows: list[dict]) -> tuple[dict, dict]:
     """Medians and ranges per row over the rounds, and every ratio of :data:`RATIOS`
-    between present rows: per round (numerator and denominator of one round), then the
+    between present rows: per round (numerator and denominator of one round; a round where
+    either lacks the quantity does not count), then the
     median over rounds with min and max."""
     medians: dict[str, dict] = {}
     for system in dict.fromkeys(r["system"] for r in rows):
@@ -646,7 +738,9 @@ def summarize(rows: list[dict]) -> tuple[dict, dict]:
     for name, (top, bottom, quantity) in RATIOS.items():
         by_round = {r["round"]: r for r in rows if r["system"] == bottom}
         values = [r[quantity] / by_round[r["round"]][quantity] for r in rows
-                  if r["system"] == top and r["round"] in by_round]
+                  if r["system"] == top and r["round"] in by_round
+                  and r.get(quantity) is not None
+                  and by_round[r["round"]].get(quantity) is not None]
         if values:
             ratios[name] = _ratio(top, bottom, quantity, values)
     return medians, ratios

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +161,48 @@ def test_the_readme_table_is_generated_from_the_json(tiny):
     for name, ratio in summary["ratios"].items():
         assert f"| `{name}` | {ratio['value']:.2f} ({ratio['min']:.2f}-" in done.stdout
 
+
+
+def test_the_policy_bound_pools_split_their_core_time(tiny):
+    summary = tiny[0]
+    cores = summary["workload"]["cores"]
+    for row in summary["rows"]:
+        if row["system"] not in ("policy-bound pool", "policy-bound pool b1"):
+            continue
+        parts = [row[f"split_{k}_ms"] for k in ("policy", "rest", "unused")]
+        # the three parts are the row's core time per step, nothing left out or counted twice
+        assert sum(parts) == pytest.approx(cores * 1e3 / row["steps_per_s"])
+        assert row["split_policy_ms"] > 0 and row["split_rest_ms"] > 0
+        # 2 episodes on 4 workers are all claimed at once: no steady part to rate
+        assert row["steady_steps_per_s"] is None and row["tail_share"] == 1.0
+    # so the steady ratio has no round to divide, while the whole-run ratio has both
+    assert "policy_bound_steady_over_bound" not in summary["ratios"]
+    assert summary["ratios"]["policy_bound_pool_over_bound"]["rounds"] == 2
+
+
+def test_the_steady_part_ends_at_the_last_claim():
+    throughput = _load_script()
+    # worker 1 runs A (0-10 s, 100 steps); worker 2 runs B (0-5 s, 50 steps), then C, the
+    # last claim (5-12 s, 70 steps): before 5 s, half of A and all of B ran
+    df = pd.DataFrame({"claimed_at": [0.0, 0.0, 5.0], "finished_at": [10.0, 5.0, 12.0],
+                       "steps": [100, 50, 70]})
+
+    class Clock:
+        samples = [(t, 10 * t if t < 5 else 50 + 5 * (t - 5), 20 * t) for t in range(13)]
+        idle_share = throughput.CoreClock.idle_share
+
+    found = throughput.steady_and_tail(df, Clock())
+    assert found["tail_share"] == pytest.approx(7 / 12)
+    assert found["steady_steps_per_s"] == pytest.approx((50 + 50) / 5)
+    # idle ticks: 10 per second of 20 before the last claim, then 5 of 20
+    assert found["idle_share_steady"] == pytest.approx(0.5)
+    assert found["idle_share_tail"] == pytest.approx(0.25)
+
+
+def _load_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("throughput_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
