@@ -49,7 +49,7 @@ is the cost: ``expert-mlp-cost`` (a wide MLP on the state, chunks of 1, one call
 ``policy-bound bound`` (cores / (resets, physics and observation per step plus the policy's
 cheapest CPU per item over the batch sizes the pool may form, measured in this pinned
 process)). The pool rows also say where their core time went (``split_*_ms``:
-:func:`core_time_split`) and how their steady part and their tail after the last claim
+:func:`core_time_split`; the unused part's idle cores and driver: :func:`unused_core_time`) and how their steady part and their tail after the last claim
 compare (:func:`steady_and_tail`); ``policy_bound_steady_over_bound`` divides the steady
 rate by the bound, which has no tail (absent where every episode was claimed at once).
 
@@ -400,6 +400,7 @@ class PolicyBound:
         row["mean_batch"] = sum(k * n for k, n in sizes.items()) / max(sum(sizes.values()), 1)
         row.update(core_time_split(report, row["steps"], self.cores))
         row.update(steady_and_tail(result.results, clock))
+        row.update(unused_core_time(result.results, clock, self.cores))
         return row
 
 
@@ -438,10 +439,25 @@ def steady_and_tail(df: pd.DataFrame, clock: "CoreClock") -> dict:
             "idle_share_tail": clock.idle_share(last, end)}
 
 
+def unused_core_time(df: pd.DataFrame, clock: "CoreClock", cores: int) -> dict:
+    """Two parts of a pool row's ``split_unused_ms`` (ms per step, from the first claim to
+    the last finish): ``unused_idle_ms``, the machine's idle core time, and
+    ``unused_driver_ms``, this script's own process (the run's driver: dispatch, records,
+    and the memory monitors' sampling, which walks every pool process's page tables).
+    What is left of ``split_unused_ms`` is other processes and the windows' edges."""
+    first, end = df["claimed_at"].min(), df["finished_at"].max()
+    steps, idle = int(df["steps"].sum()), clock.idle_share(first, end)
+    driver = clock.process_cpu_s(first, end)
+    return {"unused_idle_ms": None if idle is None else 1e3 * idle * cores * (end - first)
+            / steps,
+            "unused_driver_ms": None if driver is None else 1e3 * driver / steps}
+
+
 class CoreClock:
-    """Samples the machine's idle and total core time (``/proc/stat``'s first line) every
-    ``interval_s`` in a thread, with the wall clock (``time.time``, the clock of the
-    records' claim and finish times), while it is entered."""
+    """Samples the machine's idle and total core time (``/proc/stat``'s first line) and
+    this process's CPU time every ``interval_s`` in a thread, with the wall clock
+    (``time.time``, the clock of the records' claim and finish times), while it is
+    entered."""
 
     def __init__(self, interval_s: float = 0.1, path: str = "/proc/stat") -> None:
         import threading
@@ -457,7 +473,8 @@ class CoreClock:
                 ticks = [int(v) for v in f.readline().split()[1:]]
         except (OSError, ValueError):
             return
-        self.samples.append((time.time(), ticks[3] + ticks[4], sum(ticks[:8])))
+        self.samples.append((time.time(), ticks[3] + ticks[4], sum(ticks[:8]),
+                             time.process_time()))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -480,6 +497,15 @@ class CoreClock:
         if len(inside) < 2 or inside[-1][2] == inside[0][2]:
             return None
         return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2])
+
+    def process_cpu_s(self, start: float, end: float) -> float | None:
+        """This process's CPU seconds from ``start`` to ``end``: its rate between the first
+        and the last sample within them, times their length; None with fewer than two."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+            return None
+        rate = (inside[-1][3] - inside[0][3]) / (inside[-1][0] - inside[0][0])
+        return rate * (end - start)
 
 
 class Standard:

@@ -187,9 +187,11 @@ def test_the_steady_part_ends_at_the_last_claim():
     df = pd.DataFrame({"claimed_at": [0.0, 0.0, 5.0], "finished_at": [10.0, 5.0, 12.0],
                        "steps": [100, 50, 70]})
 
-    class Clock:
-        samples = [(t, 10 * t if t < 5 else 50 + 5 * (t - 5), 20 * t) for t in range(13)]
+    class Clock:  # 20 core ticks a second; this process busy 0.1 s a second
+        samples = [(t, 10 * t if t < 5 else 50 + 5 * (t - 5), 20 * t, 0.1 * t)
+                   for t in range(13)]
         idle_share = throughput.CoreClock.idle_share
+        process_cpu_s = throughput.CoreClock.process_cpu_s
 
     found = throughput.steady_and_tail(df, Clock())
     assert found["tail_share"] == pytest.approx(7 / 12)
@@ -197,6 +199,10 @@ def test_the_steady_part_ends_at_the_last_claim():
     # idle ticks: 10 per second of 20 before the last claim, then 5 of 20
     assert found["idle_share_steady"] == pytest.approx(0.5)
     assert found["idle_share_tail"] == pytest.approx(0.25)
+    # over the whole 12 s (220 steps) on 2 cores: idle 85 of 240 ticks; the driver 1.2 s
+    unused = throughput.unused_core_time(df, Clock(), cores=2)
+    assert unused["unused_idle_ms"] == pytest.approx(1e3 * (85 / 240) * 2 * 12 / 220)
+    assert unused["unused_driver_ms"] == pytest.approx(1e3 * 1.2 / 220)
 
 
 def _load_script():
