@@ -47,7 +47,6 @@ import psutil  # noqa: E402
 
 import workbench  # noqa: E402
 from throughput import PolicyBound, provenance  # noqa: E402
-from workbench.config import PoolConfig  # noqa: E402
 from workbench.contracts import use_headless_rendering  # noqa: E402
 from workbench.contracts.capabilities import LoadContext  # noqa: E402
 from workbench.runtime.episode import run_episode, warm_up  # noqa: E402
@@ -240,9 +239,9 @@ def main(argv: list[str] | None = None) -> dict:
     bench = PolicyBound(tasks, args.episodes, args.max_steps, cores, width, layers,
                         args.pool_workers)
     envs = args.envs or bench.batch
-    table = {"bound": lambda r: bench.bound(),
-             "pool": lambda r: bench.run(r, "policy-bound pool", PoolConfig(
-                 bench.workers, bench.replicas, max_batch=bench.batch, max_wait_ms=5.0)),
+    rows_of_the_regime = bench.table()  # its bound and pool, as perf/throughput.py runs them
+    table = {"bound": rows_of_the_regime["policy-bound bound"],
+             "pool": rows_of_the_regime["policy-bound pool"],
              "design": lambda r: run_design(bench, cores, envs)}
     rows, orders = [], []
     for round_ in range(args.rounds):
