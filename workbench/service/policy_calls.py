@@ -2,17 +2,19 @@
 connections.
 
 A policy is not assumed thread-safe, so one daemon thread makes all its calls (load,
-reset, act, end_episode, unload) in the order they arrive. Observations from all
-connections wait together: the thread takes the first, then gathers more until
-``max_batch`` are waiting, or as many as there are connections that could send one
-(``senders``: a lone client never waits), or ``max_wait_ms`` has passed, and hands the
-lot to ``act_batch`` once (each observation carries its own connection's ``episode_id``, so every
-connection keeps its own episode state). When a batch raises, its observations are
-served again one at a time, so only the connection whose observation made the policy
-fail gets the error. A call that has not returned after ``call_timeout_s`` fails for
-its caller (:class:`PolicyStuck`), and so does every later call while it lasts (the
-thread cannot be taken back from a hung policy; being a daemon, it does not keep the
-process alive when the server stops).
+reset, act, end_episode, unload), each connection's in the order it sent them (a
+connection waits for each reply before its next call). Observations from all connections
+wait together: the thread takes the first, then gathers more until ``max_batch`` are
+waiting, or as many as there are connections that could send one (``senders``: a lone
+client never waits), or ``max_wait_ms`` has passed (running any other call that arrives
+meanwhile, such as another connection's ``reset``, so that connection's first
+observation can still join), and hands the lot to ``act_batch`` once (each observation
+carries its own connection's ``episode_id``, so every connection keeps its own episode
+state). When a batch raises, its observations are served again one at a time, so only
+the connection whose observation made the policy fail gets the error. A call that has
+not returned after ``call_timeout_s`` fails for its caller (:class:`PolicyStuck`), and
+so does every later call while it lasts (the thread cannot be taken back from a hung
+policy; being a daemon, it does not keep the process alive when the server stops).
 
 >>> from workbench.policies import make_policy
 >>> from workbench.contracts.capabilities import EpisodeContext, LoadContext
@@ -106,17 +108,17 @@ class PolicyCalls:
             if item.method != "act":
                 self._run(item)
                 continue
-            batch, later = self._gather(item)
+            batch, stopping = self._gather(item)
             self._act(batch)
-            for other in later:
-                if other is _STOP:
-                    return
-                self._run(other)
+            if stopping:
+                return
 
-    def _gather(self, first: _Call) -> tuple[list[_Call], list[_Call]]:
-        """``first`` and the observations that arrive within the wait; other calls that
-        arrive meanwhile, to run after the batch."""
-        batch, later = [first], []
+    def _gather(self, first: _Call) -> tuple[list[_Call], bool]:
+        """``first`` and the observations that arrive within the wait, and whether a stop
+        came meanwhile. Other calls that arrive meanwhile (a connection's ``reset``) run at
+        once: the connection sending one has no observation waiting, and its first
+        observation, sent when the reset returns, can still join this batch."""
+        batch = [first]
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < min(self.max_batch, max(1, self.senders())):
             left = deadline - time.monotonic()
@@ -124,10 +126,13 @@ class PolicyCalls:
                 item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-            (batch if item.method == "act" else later).append(item)
             if item is _STOP:
-                break
-        return batch, later
+                return batch, True
+            if item.method == "act":
+                batch.append(item)
+            else:
+                self._run(item)
+        return batch, False
 
     def _act(self, batch: list[_Call]) -> None:
         live = [c for c in batch if c.future.set_running_or_notify_cancel()]
