@@ -97,5 +97,5 @@ def test_a_config_shows_in_a_notebook_what_differs_from_the_defaults():
     parsed = Rows()
     parsed.feed(config._repr_html_())
     assert parsed.rows["shown"] == list(config.changed())
-    assert len(parsed.rows["folded"]) == 46 and "search.min_gain" in parsed.rows["folded"]
+    assert len(parsed.rows["folded"]) == 47 and "search.min_gain" in parsed.rows["folded"]
     assert config.resolved_run_id() in config._repr_html_()

@@ -30,6 +30,7 @@ YAML format (``benchmark``, ``suite`` and ``policy`` are required)::
       replicas: 1                 #   policy replica processes
       max_batch: null             #   largest batch a replica serves (null: ceil(workers/replicas))
       max_wait_ms: 5.0            #   longest a replica waits to fill a batch
+      envs_per_worker: 1          #   environments each worker steps (their calls: one batch)
     search:                       # concurrency search (or `search: true`)
       enabled: false
       probe_episodes: 4           #   episodes per probe (at least two per worker)
@@ -83,7 +84,7 @@ MAX_EPISODES = 100_000
 MAX_SEED = 2**32 - 1
 MAX_IMAGE_SIZE = 2048
 MAX_STEPS = 10_000_000
-MAX_WORKERS, MAX_REPLICAS, MAX_BATCH = 1024, 256, 4096
+MAX_WORKERS, MAX_REPLICAS, MAX_BATCH, MAX_ENVS_PER_WORKER = 1024, 256, 4096, 64
 MAX_WAIT_MS = 60_000.0
 MAX_SECONDS = 86_400.0
 """Longest of any time limit (a day)."""
@@ -174,19 +175,27 @@ def check_mapping(key: str, value: Any) -> dict[str, Any]:
 class PoolConfig:
     """Simulator workers and policy replicas, and how replicas batch.
 
-    max_batch None derives the batch size: ``ceil(workers / replicas)``, the most
-    requests a replica's own workers can have waiting at once (:attr:`batch`). A
+    max_batch None derives the batch size: ``ceil(workers * envs_per_worker / replicas)``,
+    the most requests a replica's own workers can have waiting at once (:attr:`batch`). A
     replica never serves more than its policy declares (``Capabilities.max_batch``).
+
+    envs_per_worker > 1: each worker steps that many environments, a thread each, and
+    sends their policy calls as one message once every one with an episode open has
+    asked (:mod:`workbench.runtime.worker`); for a policy that costs more than the
+    simulator, one worker per core keeps its core busy while its replica serves full
+    batches (docs/performance.md). The pool backend only.
     """
 
     workers: int = 2
     replicas: int = 1
     max_batch: int | None = None
     max_wait_ms: float = 5.0
+    envs_per_worker: int = 1
 
     def __post_init__(self) -> None:
         check_int("pool.workers", self.workers, 1, MAX_WORKERS)
         check_int("pool.replicas", self.replicas, 1, MAX_REPLICAS)
+        check_int("pool.envs_per_worker", self.envs_per_worker, 1, MAX_ENVS_PER_WORKER)
         check_int("pool.max_batch", self.max_batch, 1, MAX_BATCH, optional=True)
         object.__setattr__(self, "max_wait_ms",
                            check_float("pool.max_wait_ms", self.max_wait_ms, 0.0, MAX_WAIT_MS))
@@ -197,13 +206,21 @@ class PoolConfig:
 
         >>> PoolConfig(4, 2).batch, PoolConfig(3, 2).batch, PoolConfig(4, 1, max_batch=2).batch
         (2, 2, 2)
+        >>> PoolConfig(2, 2, envs_per_worker=8).batch
+        8
         """
-        return self.max_batch or math.ceil(self.workers / self.replicas)
+        return self.max_batch or math.ceil(self.workers * self.envs_per_worker / self.replicas)
 
     @property
     def label(self) -> str:
-        """``"2w/1r b2"``: workers, replicas, batch size."""
-        return f"{self.workers}w/{self.replicas}r b{self.batch}"
+        """``"2w/1r b2"``: workers, replicas, batch size (``"2w x8 env/2r b8"`` with
+        environments per worker).
+
+        >>> PoolConfig(2, 2, envs_per_worker=8).label
+        '2w x8 env/2r b8'
+        """
+        envs = f" x{self.envs_per_worker} env" if self.envs_per_worker > 1 else ""
+        return f"{self.workers}w{envs}/{self.replicas}r b{self.batch}"
 
 
 @dataclass(frozen=True)
@@ -385,6 +402,14 @@ class EvalConfig:
             if not isinstance(value, section):
                 raise ConfigError(f"{name}: expected a mapping of {name} settings; {_got(value)}")
             self._set(name, value)
+        if self.pool.envs_per_worker > 1 and self.backend != "pool":
+            raise ConfigError(f"pool.envs_per_worker: more than one environment per worker "
+                              f"is the pool backend's; backend {self.backend} steps one "
+                              f"(got {self.pool.envs_per_worker})")
+        if self.pool.envs_per_worker > 1 and self.search.enabled:
+            raise ConfigError("pool.envs_per_worker: the concurrency search sizes pools of "
+                              "one environment per worker; turn the search off to set "
+                              f"{self.pool.envs_per_worker}")
         if self.backend == "service" and self.service.url is None:
             raise ConfigError("backend service needs service.url (ws://HOST:PORT of a "
                               "`workbench serve` SIM service)")

@@ -3,12 +3,14 @@
 ``EvalPool`` starts worker and replica processes as they are needed (:meth:`EvalPool.grow`,
 up to its limits; each keeps its simulator, renderer or model for its life), connected
 by a pipe per (worker, replica) pair. :meth:`EvalPool.configure` chooses
-how many of each take part and which replica serves which worker; :meth:`EvalPool.run`
-hands out episodes one at a time to idle workers and records each result through a
-:class:`~workbench.runtime.sink.RecordSink`.
+how many of each take part, which replica serves which worker, and how many
+environments each worker steps (``envs_per_worker``); :meth:`EvalPool.run` hands out
+episodes one at a time to workers with an idle environment (a worker of several
+environments also holds one queued, so its next starts at once) and records each result
+through a :class:`~workbench.runtime.sink.RecordSink`.
 
-Failures: a worker that dies has its in-flight episode recorded as an infrastructure
-error (never retried) and the run goes on with the others; a replica that dies fails
+Failures: a worker that dies has its in-flight episodes recorded as infrastructure
+errors (never retried) and the run goes on with the others; a replica that dies fails
 the episodes it was serving (infrastructure) and its workers move to a live replica.
 """
 
@@ -153,7 +155,7 @@ class EvalPool:
                 "workers": mine, "max_batch": cfg.batch, "max_wait_ms": cfg.max_wait_ms}))
             _expect(self.replicas[r].control, ("configured",), timeout=120)
         for w, r in self.assignment.items():
-            self.workers[w].control.send(("configure", r))
+            self.workers[w].control.send(("configure", (r, cfg.envs_per_worker)))
 
     def warm_up(self, plan: Sequence[EpisodeSpec]) -> dict[int, list[str]]:
         """Have every live worker build the environments and renderers of ``plan``'s tasks
@@ -170,9 +172,10 @@ class EvalPool:
             expected_steps: Mapping[str, float] | None = None) -> RunReport:
         """Run ``plan``'s episodes that ``sink`` still has pending (all of them without a
         sink: a probe, recording nothing), each as ``options`` says (default: the pool's
-        observation schedule, no files), filming those in ``videos``. With
-        ``expected_steps`` (per task) episodes start longest-expected-first
-        (:func:`longest_first`), so the run's tail is short episodes."""
+        observation schedule, no files), filming those in ``videos``. Episodes start
+        longest-expected-first (:func:`longest_first`), so the run's tail is short
+        episodes: expected from ``expected_steps`` (per task) and, once a task's episodes
+        finish in this run, from their mean steps (a task not yet seen goes first)."""
         if self.config is None:
             raise RuntimeError("EvalPool.run() before configure()")
         sink = sink or RecordSink(None, "probe")
@@ -180,25 +183,26 @@ class EvalPool:
         pending = sink.pending(plan)
         if expected_steps:
             pending = longest_first(pending, expected_steps)
-        state = _RunState(deque(pending), sink, options, set(videos))
+        state = _RunState(deque(pending), sink, options, set(videos),
+                          expected=dict(expected_steps or {}))
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         gpu = 0 if self.parts.device.startswith("cuda") else None
         with ResourceMonitor(self.pids(in_use=True), interval_s=0.5, children=False,
                              gpu_index=gpu) as monitor:
-            while state.queue or state.in_flight:
+            while state.queue or state.busy():
                 if deadline is not None and time.perf_counter() > deadline:
                     state.failures.append(f"episodes did not finish within {time_limit_s:.0f} s")
                     break
                 if not self._dispatch(state):
                     break
                 self._collect(state, timeout=0.25)
-            if state.in_flight:  # only after a time limit: let the stragglers finish
+            if state.busy():  # only after a time limit: let the stragglers finish
                 self._drain(state)
         usage = monitor.result
         return RunReport("pool", self.config, list(sink.rows), usage.wall_s, usage.cores_busy,
                          usage.peak_rss_bytes,
                          replica_stats=self.replica_stats(),
-                         complete=not (state.queue or state.in_flight or state.stopped),
+                         complete=not (state.queue or state.busy() or state.stopped),
                          failures=state.failures, gpu_util_pct=usage.gpu.util_mean_pct)
 
     def _dispatch(self, state: "_RunState") -> bool:
@@ -209,25 +213,30 @@ class EvalPool:
         if state.queue and not self._can_run(state):
             state.queue.clear()
             state.stopped = True
+        if state.learnt:  # longest first, with what this run's episodes have shown
+            state.queue = deque(longest_first(state.queue, state.expectations()))
+            state.learnt = False
+        envs = self.config.envs_per_worker if self.config else 1
+        most = envs + 1 if envs > 1 else 1  # one queued on a worker of lanes: see Lanes
         for w in list(self.assignment):
-            if w in state.in_flight or not state.queue:
-                continue
-            if not self.workers[w].process.is_alive():  # died while idle: nothing was lost
-                self._worker_died(state, w)
-                continue
-            spec = state.queue.popleft()
-            if not state.sink.claim(spec, f"worker-{w}"):
-                continue
-            state.in_flight[w] = spec
-            options = replace(state.options, video=spec.episode_id in state.videos)
-            try:
-                self.workers[w].control.send(("run", (spec, options)))
-            except (BrokenPipeError, OSError):
-                self._worker_died(state, w)
-        if not state.in_flight and state.queue and not self._can_run(state):
+            running = state.in_flight.setdefault(w, {})
+            while len(running) < most and state.queue and w in self.assignment:
+                if not self.workers[w].process.is_alive() and not running:
+                    self._worker_died(state, w)  # died while idle: nothing was lost
+                    break
+                spec = state.queue.popleft()
+                if not state.sink.claim(spec, f"worker-{w}"):
+                    continue
+                running[spec.episode_id] = spec
+                options = replace(state.options, video=spec.episode_id in state.videos)
+                try:
+                    self.workers[w].control.send(("run", (spec, options)))
+                except (BrokenPipeError, OSError):
+                    self._worker_died(state, w)
+        if not state.busy() and state.queue and not self._can_run(state):
             state.queue.clear()  # every worker died as it was given one
             state.stopped = True
-        return bool(state.queue or state.in_flight)
+        return bool(state.queue or state.busy())
 
     def _can_run(self, state: "_RunState") -> bool:
         """Whether a live worker and a live replica remain; says which is gone if not."""
@@ -241,8 +250,9 @@ class EvalPool:
         return False
 
     def _collect(self, state: "_RunState", timeout: float) -> None:
-        controls = {self.workers[w].control: w for w in state.in_flight}
-        sentinels = {self.workers[w].process.sentinel: ("worker", w) for w in state.in_flight}
+        busy = [w for w, running in state.in_flight.items() if running]
+        controls = {self.workers[w].control: w for w in busy}
+        sentinels = {self.workers[w].process.sentinel: ("worker", w) for w in busy}
         sentinels.update({self.replicas[r].process.sentinel: ("replica", r)
                           for r in set(self.assignment.values()) if self.replicas[r].alive})
         for ready in wait([*controls, *sentinels], timeout):
@@ -255,11 +265,14 @@ class EvalPool:
 
     def _receive(self, state: "_RunState", w: int) -> None:
         try:
-            _, result = self.workers[w].control.recv()
+            _, (episode_id, result) = self.workers[w].control.recv()
         except (EOFError, OSError):
             return self._worker_died(state, w)
-        state.sink.finish(state.in_flight.pop(w), self._blame_replica_exit(result),
-                          f"worker-{w}")
+        spec = state.in_flight[w].pop(episode_id)
+        state.sink.finish(spec, self._blame_replica_exit(result), f"worker-{w}")
+        if result.error_kind is None:
+            state.seen.setdefault(spec.task, []).append(result.steps)
+            state.learnt = True
         found = _DIED.search(result.error_message or "")
         if found is not None:  # its replica is gone (joined above): before the next claim
             r = int(found.group(1))
@@ -289,11 +302,12 @@ class EvalPool:
         proc.process.join(timeout=5)
         code = proc.process.exitcode
         state.failures.append(f"simulator worker {w} died (exit code {code})")
-        spec = state.in_flight.pop(w, None)
         self.assignment.pop(w, None)
-        if spec is not None:
-            state.sink.fail(spec, f"simulator worker {w} died (exit code {code}) during "
-                                       "the episode; not retried", f"worker-{w}")
+        lanes = self.config is not None and self.config.envs_per_worker > 1
+        for spec in state.in_flight.pop(w, {}).values():
+            state.sink.fail(spec, f"simulator worker {w} died (exit code {code}) during the "
+                                  f"episode{' or with it queued there' if lanes else ''}; "
+                                  "not retried", f"worker-{w}")
 
     def _replica_died(self, r: int) -> None:
         proc = self.replicas[r]
@@ -308,7 +322,7 @@ class EvalPool:
     def _drain(self, state: "_RunState") -> None:
         """Wait for the episodes in flight (they are bounded by the step limit), so no
         late result can be mistaken for a later run's."""
-        while state.in_flight:
+        while state.busy():
             self._collect(state, timeout=1.0)
 
     def replica_stats(self) -> list[ReplicaStats]:
@@ -368,9 +382,24 @@ class _RunState:
     sink: RecordSink
     options: EpisodeOptions
     videos: set[str]
-    in_flight: dict[int, EpisodeSpec] = field(default_factory=dict)
+    in_flight: dict[int, dict[str, EpisodeSpec]] = field(default_factory=dict)
+    """Per worker, its episodes running (by episode id)."""
     failures: list[str] = field(default_factory=list)
     stopped: bool = False
+
+    expected: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, list[int]] = field(default_factory=dict)
+    """Per task, the steps of this run's episodes finished without an error."""
+    learnt: bool = False
+
+    def busy(self) -> bool:
+        """Whether any episode is in flight."""
+        return any(self.in_flight.values())
+
+    def expectations(self) -> dict[str, float]:
+        """Steps to expect per task: this run's own mean where it has one, else the
+        estimate the run started with."""
+        return self.expected | {t: sum(v) / len(v) for t, v in self.seen.items()}
 
 
 def longest_first(specs: Sequence[EpisodeSpec],

@@ -18,6 +18,11 @@ policy's code does is the policy's error, a ``MemoryError`` or CUDA out-of-memor
 ``sys.exit`` or an ``os._exit`` (refused while its code runs:
 :mod:`workbench.runtime.guard`) among them. The replica keeps serving, and unloads the
 policy when it is stopped.
+
+A worker of several environments sends its lanes' calls as one message (``many``): its
+resets and ends are made in order and its observations served as one batch (at most
+``max_batch``) at once, with one reply listing each call's; such a worker's requests
+never wait for another worker's.
 """
 
 from __future__ import annotations
@@ -170,7 +175,10 @@ def _serve(policy: Policy, control: Connection, worker_conns: dict[int, Connecti
                 _drop_worker(policy, cfg, conn, open_episodes)
                 continue
             worker = cfg.workers[conn]
-            if kind == "act":
+            if kind == "many":  # a worker's lanes: served at once, their acts one batch
+                _serve_many(policy, reader, conn, payload, number, cfg.max_batch,
+                            open_episodes.setdefault(worker, set()), stats)
+            elif kind == "act":
                 asked.add(worker)
                 now = time.perf_counter()
                 arrivals.asked(worker, now)
@@ -234,15 +242,42 @@ def _control(control: Connection, cfg: _Batching, worker_conns: dict[int, Connec
 
 def _lifecycle(policy: Policy, conn: Connection, kind: str, payload: Any, number: int,
                episodes: set[str]) -> None:
-    reply: tuple[str, Any] = ("ok", None)
+    conn.send((*_lifecycle_reply(policy, kind, payload, episodes), number))
+
+
+def _lifecycle_reply(policy: Policy, kind: str, payload: Any,
+                     episodes: set[str]) -> tuple[str, Any]:
     if kind == "reset":
         reply = lifecycle_reply(policy.reset, payload)
         if reply[0] == "ok":
             episodes.add(payload.episode_id)
-    elif kind == "end":
+        return reply
+    if kind == "end":
         episodes.discard(payload)
-        reply = lifecycle_reply(policy.end_episode, payload)
-    conn.send((*reply, number))
+        return lifecycle_reply(policy.end_episode, payload)
+    return "infrastructure", f"unknown call {kind!r}"
+
+
+def _serve_many(policy: Policy, reader: SlotReader, conn: Connection, calls: Any,
+                number: int, max_batch: int, episodes: set[str], stats: ReplicaStats) -> None:
+    """A worker's lanes' calls, one per lane: resets and ends in order, then the acts in
+    batches of at most ``max_batch``; one reply listing each call's."""
+    replies: list[tuple[str, Any] | None] = [None] * len(calls)
+    acts = []
+    for k, (kind, payload) in enumerate(calls):
+        if kind == "act":
+            acts.append(k)
+        else:
+            replies[k] = _lifecycle_reply(policy, kind, payload, episodes)
+    for first in range(0, len(acts), max_batch):
+        part = acts[first:first + max_batch]
+        for k, reply in zip(part, _answer_batch(policy, reader, [calls[k][1] for k in part],
+                                                stats)):
+            replies[k] = reply
+    try:
+        conn.send(("ok", replies, number))
+    except (BrokenPipeError, OSError):
+        pass  # that worker died; the pool records its episodes
 
 
 def lifecycle_reply(call: Callable[[Any], Any], payload: Any) -> tuple[str, Any]:
@@ -257,10 +292,22 @@ def lifecycle_reply(call: Callable[[Any], Any], payload: Any) -> tuple[str, Any]
 
 def _serve_batch(policy: Policy, reader: SlotReader,
                  batch: list[tuple[Connection, dict, int]], stats: ReplicaStats) -> None:
+    replies = _answer_batch(policy, reader, [header for _, header, _ in batch], stats)
+    for (conn, _, number), reply in zip(batch, replies):
+        try:
+            conn.send((*reply, number))
+        except (BrokenPipeError, OSError):
+            pass  # that worker died; the pool records its episode
+
+
+def _answer_batch(policy: Policy, reader: SlotReader, headers: list[dict],
+                  stats: ReplicaStats) -> list[tuple[str, Any]]:
+    """One batch's replies: ``("actions", chunk)``, ``("error", traceback)``, or
+    ``("infrastructure", why)`` for an observation that could not be read."""
     start, cpu0 = time.perf_counter(), time.thread_time()
-    replies: list[tuple[str, Any] | None] = [None] * len(batch)
+    replies: list[tuple[str, Any] | None] = [None] * len(headers)
     readable: list[tuple[int, Any]] = []
-    for k, (_, header, _) in enumerate(batch):
+    for k, header in enumerate(headers):
         try:
             readable.append((k, reader.read(header)))
         except Exception as exc:  # the transport failed: this episode only
@@ -271,14 +318,10 @@ def _serve_batch(policy: Policy, reader: SlotReader,
     stats.busy_s += time.perf_counter() - start
     stats.busy_cpu_s += time.thread_time() - cpu0
     stats.batches += 1
-    stats.requests += len(batch)
-    stats.max_batch_seen = max(stats.max_batch_seen, len(batch))
-    stats.sizes.append(len(batch))
-    for (conn, _, number), reply in zip(batch, replies):
-        try:
-            conn.send((*reply, number))
-        except (BrokenPipeError, OSError):
-            pass  # that worker died; the pool records its episode
+    stats.requests += len(headers)
+    stats.max_batch_seen = max(stats.max_batch_seen, len(headers))
+    stats.sizes.append(len(headers))
+    return replies
 
 
 def act_isolated(policy: Policy, observations: Sequence[Any]) -> list[tuple[str, Any]]:
