@@ -42,3 +42,26 @@ def wait_for(condition, timeout_s=120.0):
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def run_killing_worker_0(config, held):
+    """``workbench.run(config)`` on a pool whose worker 0 is SIGKILLed once the records
+    show it holding ``held`` claimed episodes (a fixed delay may hit warm-up)."""
+    import signal
+    import threading
+
+    import workbench
+
+    db = os.path.join(config["output_dir"], "records.sqlite")
+    with workbench.open_pool(config) as pool:
+        victim = pool.workers[0].process.pid
+
+        def kill_worker_0():
+            wait_for(lambda: claimed(db, "worker-0") >= held)
+            os.kill(victim, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_worker_0)
+        killer.start()
+        result = workbench.run(config, pool=pool)
+        killer.join()
+    return result

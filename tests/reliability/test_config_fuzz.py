@@ -90,6 +90,8 @@ RULES: dict[str, Callable[[Any], bool]] = {
     "pool.replicas": lambda v: is_int(v, 1, 256),
     "pool.max_batch": optional(lambda v: is_int(v, 1, 4096)),
     "pool.max_wait_ms": lambda v: is_num(v, 0, 60_000),
+    # 1 to 64, more than 1 with the pool backend only (the base runs sequential)
+    "pool.envs_per_worker": lambda v: v == 1 and not isinstance(v, bool),
     "search.enabled": lambda v: isinstance(v, bool),
     "search.probe_episodes": lambda v: is_int(v, 1, 100_000),
     "search.probe_max_steps": optional(lambda v: is_int(v, 1, 10_000_000)),

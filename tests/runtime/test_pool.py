@@ -3,14 +3,13 @@
 import functools
 import os
 import signal
-import threading
 
 import pandas as pd
 import pytest
 
 import workbench
 from helper_policies import DiesAtStep, HashRecorder, OutOfMemoryAtStep, RaisesAtStep
-from run_outcomes import claimed, outcomes, wait_for
+from run_outcomes import outcomes, run_killing_worker_0
 from workbench.config import PoolConfig
 from workbench.contracts.plan import plan_episodes
 from workbench.runtime.episode import EpisodeOptions
@@ -102,18 +101,7 @@ def test_observations_read_at_chunk_boundaries_are_pixel_identical(tmp_path):
 def test_killed_worker_is_an_infrastructure_error_and_the_rest_complete(tmp_path):
     config = dict(COMMON, policy="zero", output_dir=str(tmp_path), backend="pool",
                   pool=pool_config(2, 1, 2))  # zero policy: 500 steps each
-    db = str(tmp_path / "records.sqlite")
-    with workbench.open_pool(config) as pool:
-        victim = pool.workers[0].process.pid
-
-        def kill_worker_0():  # once it holds an episode (a fixed delay may hit warm-up)
-            wait_for(lambda: claimed(db, "worker-0") > 0)
-            os.kill(victim, signal.SIGKILL)
-
-        killer = threading.Thread(target=kill_worker_0)
-        killer.start()
-        result = workbench.run(config, pool=pool)
-        killer.join()
+    result = run_killing_worker_0(config, 1)
     df = result.results
     infra = df[df["error_kind"] == "infrastructure"]
     assert len(infra) == 1 and "worker 0 died (exit code -9)" in infra.iloc[0]["error_message"]

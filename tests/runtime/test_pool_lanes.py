@@ -3,15 +3,12 @@ outcomes as one process, their lanes' calls served as real batches, one poisoned
 failing alone, a killed worker failing every episode it held and nothing else, and the
 episodes' start order learnt from this run's own lengths."""
 
-import os
-import signal
 import sqlite3
-import threading
 
 import pytest
 
 import workbench
-from run_outcomes import claimed, outcomes, wait_for
+from run_outcomes import outcomes, run_killing_worker_0
 from workbench.config import PoolConfig
 from workbench.errors import ConfigError
 
@@ -58,22 +55,10 @@ def test_a_killed_lanes_worker_fails_every_episode_it_held_and_nothing_runs_twic
     config = dict(COMMON, policy="zero", output_dir=str(tmp_path), backend="pool",
                   pool=lanes(2, 2), tasks=TASKS[:3])  # zero policy: 500 steps each
     db = str(tmp_path / "records.sqlite")
-    held = []
-    with workbench.open_pool(config) as pool:
-        victim = pool.workers[0].process.pid
-
-        def kill_worker_0():  # once it holds its two episodes and one queued
-            wait_for(lambda: claimed(db, "worker-0") == 3)
-            held.append(claimed(db, "worker-0"))
-            os.kill(victim, signal.SIGKILL)
-
-        killer = threading.Thread(target=kill_worker_0)
-        killer.start()
-        result = workbench.run(config, pool=pool)
-        killer.join()
+    result = run_killing_worker_0(config, 3)  # its two episodes and one queued
     df = result.results
     infra = df[df["error_kind"] == "infrastructure"]
-    assert held == [3] and len(infra) == 3 and set(infra["worker"]) == {"worker-0"}
+    assert len(infra) == 3 and set(infra["worker"]) == {"worker-0"}
     assert infra["error_message"].str.contains(
         "worker 0 died \\(exit code -9\\) during the episode or with it queued there").all()
     done = df[df["error_kind"].isna()]

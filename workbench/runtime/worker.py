@@ -194,8 +194,12 @@ class LaneCalls:
             while lane not in self.replies:
                 self.cond.wait()
             reply = self.replies.pop(lane)
-        if isinstance(reply, BaseException):
-            raise type(reply)(*reply.args)  # each lane its own: they raise in parallel
+        if isinstance(reply, BaseException):  # each lane its own copy: they raise in parallel
+            try:
+                copy = type(reply)(*reply.args)
+            except Exception:
+                copy = InfrastructureError(f"replica {self.proxy.replica_id}: {reply!r}")
+            raise copy
         return unpack_reply(*reply, f"replica {self.proxy.replica_id}")
 
     def send_if_all_wait(self) -> None:
@@ -244,9 +248,10 @@ class Lane:
         while (job := self.jobs.get()) is not None:
             job()
 
-    def close(self) -> None:
-        self.jobs.put(None)
-        self.thread.join(timeout=5)
+    def close(self, deadline: float) -> None:
+        """End the thread (by ``deadline``, ``time.monotonic``) and release its
+        environment; a thread still held by its episode is left to the process's exit."""
+        self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not self.thread.is_alive():
             self.adapter.close()
             self.proxy.slot.close()
@@ -361,6 +366,9 @@ class Lanes:
             built.update(tasks)
         return time.perf_counter() - start, sorted(built)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
         for lane in self.lanes:
-            lane.close()
+            lane.jobs.put(None)
+        deadline = time.monotonic() + timeout_s
+        for lane in self.lanes:
+            lane.close(deadline)
