@@ -10,9 +10,9 @@ import psutil
 from workbench.config import EvalConfig
 from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.job import Components, Job
-from workbench.runtime.pool import EvalPool
-from workbench.runtime.search import (CountedProbes, SearchResult, mean_steps_per_task,
-                                      search_concurrency, search_pool)
+from workbench.runtime.pool import EvalPool, mean_steps_per_task
+from workbench.runtime.search import (CountedProbes, SearchResult, search_concurrency,
+                                      search_pool)
 from workbench.runtime.sink import RecordSink, RunReport
 
 

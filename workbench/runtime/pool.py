@@ -270,9 +270,7 @@ class EvalPool:
             return self._worker_died(state, w)
         spec = state.in_flight[w].pop(episode_id)
         state.sink.finish(spec, self._blame_replica_exit(result), f"worker-{w}")
-        if result.error_kind is None:
-            state.seen.setdefault(spec.task, []).append(result.steps)
-            state.learnt = True
+        state.learnt = result.error_kind is None or state.learnt
         found = _DIED.search(result.error_message or "")
         if found is not None:  # its replica is gone (joined above): before the next claim
             r = int(found.group(1))
@@ -388,9 +386,8 @@ class _RunState:
     stopped: bool = False
 
     expected: dict[str, float] = field(default_factory=dict)
-    seen: dict[str, list[int]] = field(default_factory=dict)
-    """Per task, the steps of this run's episodes finished without an error."""
     learnt: bool = False
+    """Whether an episode finished without an error since the queue was last ordered."""
 
     def busy(self) -> bool:
         """Whether any episode is in flight."""
@@ -399,7 +396,7 @@ class _RunState:
     def expectations(self) -> dict[str, float]:
         """Steps to expect per task: this run's own mean where it has one, else the
         estimate the run started with."""
-        return self.expected | {t: sum(v) / len(v) for t, v in self.seen.items()}
+        return self.expected | mean_steps_per_task(self.sink.rows)
 
 
 def longest_first(specs: Sequence[EpisodeSpec],
@@ -415,6 +412,22 @@ def longest_first(specs: Sequence[EpisodeSpec],
     ['new', 'long', 'short']
     """
     return sorted(specs, key=lambda s: -expected_steps.get(s.task, math.inf))
+
+
+def mean_steps_per_task(rows: Sequence[dict]) -> dict[str, float]:
+    """Mean steps per task over finished episodes without an error.
+
+    >>> rows = [{"task": "a", "steps": 10, "error_kind": None},
+    ...         {"task": "a", "steps": 30, "error_kind": None},
+    ...         {"task": "b", "steps": 5, "error_kind": "infrastructure"}]
+    >>> mean_steps_per_task(rows)
+    {'a': 20.0}
+    """
+    by_task: dict[str, list[int]] = {}
+    for row in rows:
+        if not isinstance(row.get("error_kind"), str) and row.get("steps") is not None:
+            by_task.setdefault(row["task"], []).append(int(row["steps"]))
+    return {task: sum(v) / len(v) for task, v in sorted(by_task.items())}
 
 
 def process_context(preload: Sequence[str] = ()) -> Any:

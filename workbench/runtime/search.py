@@ -64,7 +64,7 @@ import psutil
 from workbench.config import PoolConfig, SearchConfig
 from workbench.contracts.plan import EpisodeSpec
 from workbench.runtime.episode import EpisodeOptions
-from workbench.runtime.pool import EvalPool
+from workbench.runtime.pool import EvalPool, mean_steps_per_task
 from workbench.runtime.sink import RecordSink, RunReport
 
 GIB = 1024 ** 3
@@ -484,22 +484,6 @@ def search_concurrency(pool: EvalPool, plan: Sequence[EpisodeSpec],
     result.task_steps = mean_steps_per_task(
         [row for report in reports for row in report.rows])
     return result
-
-
-def mean_steps_per_task(rows: Sequence[dict]) -> dict[str, float]:
-    """Mean steps per task over finished episodes without an error.
-
-    >>> rows = [{"task": "a", "steps": 10, "error_kind": None},
-    ...         {"task": "a", "steps": 30, "error_kind": None},
-    ...         {"task": "b", "steps": 5, "error_kind": "infrastructure"}]
-    >>> mean_steps_per_task(rows)
-    {'a': 20.0}
-    """
-    by_task: dict[str, list[int]] = {}
-    for row in rows:
-        if not isinstance(row.get("error_kind"), str) and row.get("steps") is not None:
-            by_task.setdefault(row["task"], []).append(int(row["steps"]))
-    return {task: sum(v) / len(v) for task, v in sorted(by_task.items())}
 
 
 def format_search(result: SearchResult) -> str:
