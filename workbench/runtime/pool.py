@@ -175,14 +175,13 @@ class EvalPool:
         observation schedule, no files), filming those in ``videos``. Episodes start
         longest-expected-first (:func:`longest_first`), so the run's tail is short
         episodes: expected from ``expected_steps`` (per task) and, once a task's episodes
-        finish in this run, from their mean steps (a task not yet seen goes first)."""
+        finish in this run, from their mean steps (tasks not yet seen go first, taking turns)."""
         if self.config is None:
             raise RuntimeError("EvalPool.run() before configure()")
         sink = sink or RecordSink(None, "probe")
         options = options or EpisodeOptions(self.observe_every_step, "probe")
         pending = sink.pending(plan)
-        if expected_steps:
-            pending = longest_first(pending, expected_steps)
+        pending = longest_first(pending, expected_steps or {})
         state = _RunState(deque(pending), sink, options, set(videos),
                           expected=dict(expected_steps or {}))
         deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
@@ -401,17 +400,29 @@ class _RunState:
 
 def longest_first(specs: Sequence[EpisodeSpec],
                   expected_steps: Mapping[str, float]) -> list[EpisodeSpec]:
-    """``specs`` ordered by their task's expected steps, longest first; a task without
-    an estimate counts as longest (its horizon bounds every estimate), and ties keep the
-    plan's order. Only the start order changes: an episode's outcome depends on its
-    identity alone.
+    """``specs`` ordered by their task's expected steps, longest first. Tasks without an
+    estimate go before every other (their horizon bounds every estimate) and take turns,
+    one episode of each before the second of any, so that each unknown task's first
+    episode starts early and its length is learnt while most of the run is still queued
+    (a plan lists a task's episodes together: in that order the tasks at its end would be
+    learnt last, whatever their length). Ties keep the plan's order. Only the start order
+    changes: an episode's outcome depends on its identity alone.
 
     >>> from workbench.contracts.plan import plan_episodes
-    >>> plan = plan_episodes("m", "s", ["short", "long", "new"], 1)
-    >>> [s.task for s in longest_first(plan, {"short": 40, "long": 300})]
-    ['new', 'long', 'short']
+    >>> plan = plan_episodes("m", "s", ["short", "long", "new", "newer"], 2)
+    >>> [f"{s.task}/{s.episode_index}" for s in longest_first(plan, {"short": 40, "long": 300})]
+    ['new/0', 'newer/0', 'new/1', 'newer/1', 'long/0', 'long/1', 'short/0', 'short/1']
     """
-    return sorted(specs, key=lambda s: -expected_steps.get(s.task, math.inf))
+    turn: dict[str, int] = {}
+
+    def key(spec: EpisodeSpec) -> tuple[int, float]:
+        if spec.task in expected_steps:
+            return 1, -expected_steps[spec.task]
+        turn[spec.task] = turn.get(spec.task, -1) + 1
+        return 0, turn[spec.task]
+
+    keys = [key(s) for s in specs]  # in the given order: a task's turns count from its first
+    return [s for _, s in sorted(zip(keys, specs), key=lambda pair: pair[0])]
 
 
 def mean_steps_per_task(rows: Sequence[dict]) -> dict[str, float]:
