@@ -446,8 +446,14 @@ class InteractionRecorder(EpisodeObserver):
 
 
 def _numbers(values: Any) -> Any:
-    """Plain JSON numbers (non-finite values as strings)."""
+    """Plain JSON numbers (non-finite values as strings).
+
+    >>> _numbers(np.float32([[0.5, -1.0]])), _numbers([1.0, float("nan"), -np.inf])
+    ([[0.5, -1.0]], [1.0, 'nan', '-inf'])
+    """
     array = np.asarray(values, dtype=np.float64)
+    if np.isfinite(array).all():  # the usual case, at every step: no per-element check
+        return array.tolist()
     flat = [float(v) if np.isfinite(v) else str(v) for v in array.ravel()]
     return np.asarray(flat, dtype=object).reshape(array.shape).tolist()
 
