@@ -1,7 +1,7 @@
 """Workers of several environments (``pool.envs_per_worker``), through the runner: the same
 outcomes as one process, their lanes' calls served as real batches, one poisoned episode
 failing alone, a killed worker failing every episode it held and nothing else, and the
-episodes' start order learnt from this run's own lengths."""
+episodes' start order: unseen tasks taking turns, then learnt from this run's own lengths."""
 
 import sqlite3
 
@@ -83,6 +83,18 @@ def test_episodes_start_longest_first_as_this_runs_lengths_are_learnt(tmp_path):
     assert df["episode_id"].str.rsplit("/", n=2).str[-2:].str.join("/").tolist() == [
         "push-v3/0000", "reach-v3/0000", "push-v3/0001", "push-v3/0002",
         "reach-v3/0001", "reach-v3/0002"]
+
+
+def test_tasks_not_yet_seen_take_turns_at_the_start(tmp_path):
+    """The plan lists each task's episodes together; with nothing known about any task,
+    the first three claims (a worker of two lanes and one queued) are one episode of
+    each task, not the first task's two and the second's one."""
+    result = workbench.run(dict(COMMON, tasks=["reach-v3", "push-v3", "button-press-topdown-v3"],
+                                episodes=2, policy="expert", output_dir=str(tmp_path),
+                                backend="pool", pool=lanes(1, 2)))
+    df = result.results.sort_values("claimed_at")
+    assert len(df) == 6 and df["error_kind"].isna().all()
+    assert df["task"].head(3).tolist() == ["button-press-topdown-v3", "push-v3", "reach-v3"]
 
 
 @pytest.mark.parametrize("change, message", [
