@@ -16,7 +16,6 @@ the episodes it was serving (infrastructure) and its workers move to a live repl
 
 from __future__ import annotations
 
-import math
 import multiprocessing as mp
 import re
 import sys
