@@ -729,23 +729,32 @@ def _row(name: str, config: str, eval_s: float, e2e_s: float, df: pd.DataFrame |
             "e2e_steps_per_s": steps / e2e_s, "_df": df}
 
 
-#: How often the memory monitor samples a row's processes. Reading a process's PSS walks
-#: its page tables: sampled every 0.5 s, the pool's quick rows lost about 5% of their rate
-#: (two cores, five processes; 63.0 against 66.5 steps/s, five interleaved runs), while
-#: the bounds, which count CPU seconds, lost nothing; every 2 s, under 1% (66.0).
+#: How often the memory monitor samples a row's processes (CPU, resident size). Reading a
+#: process's PSS walks its page tables: sampled every 0.5 s, the pool's quick rows lost
+#: about 5% of their rate (two cores, five processes; 63.0 against 66.5 steps/s, five
+#: interleaved runs), while the bounds, which count CPU seconds, lost nothing; every 2 s,
+#: under 1% (66.0). The policy-bound lanes workers hold 80 MetaWorld environments each
+#: (2.3 GiB): one PSS read of one took 18 to 250 ms, and read every 2 s the lanes row ran
+#: at 0.96 (0.94-0.99) of its rate unmonitored (3 interleaved pairs, 07733af), so PSS is
+#: read only while the tree grows or changes, and every :data:`PSS_INTERVAL_S` otherwise
+#: (:class:`~workbench.runtime.resources.ResourceMonitor`'s ``pss_interval_s``).
 MEMORY_INTERVAL_S = 2.0
+PSS_INTERVAL_S = 30.0
 
 
 def measured(measure: Callable[[int], dict], round_: int,
-             interval_s: float = MEMORY_INTERVAL_S) -> dict:
-    """``measure(round_)`` under a process-tree monitor sampling every ``interval_s``: the
-    row with its peak PSS (every page once), the largest PSS of one pool worker, and the
-    GPU's memory where there is one."""
-    with ResourceMonitor(interval_s=interval_s, gpu_index=0, pss=True) as monitor:
+             interval_s: float = MEMORY_INTERVAL_S,
+             pss_interval_s: float = PSS_INTERVAL_S) -> dict:
+    """``measure(round_)`` under a process-tree monitor sampling every ``interval_s``
+    (PSS while the tree grows or changes, and every ``pss_interval_s``): the row with its
+    peak PSS (every page once), the largest PSS of one pool worker, how many times PSS
+    was read, and the GPU's memory where there is one."""
+    with ResourceMonitor(interval_s=interval_s, gpu_index=0, pss=True,
+                         pss_interval_s=pss_interval_s) as monitor:
         row = measure(round_)
     usage = monitor.result
     workers = [v for k, v in usage.peak_pss_by_name.items() if k.startswith("wb-worker")]
-    row.update(round=round_, peak_pss_mib=usage.peak_pss_bytes / 2**20,
+    row.update(round=round_, peak_pss_mib=usage.peak_pss_bytes / 2**20, pss_reads=usage.pss_reads,
                worker_pss_mib=max(workers) / 2**20 if workers else None,
                gpu_memory_mib=usage.gpu.memory_used_max_bytes / 2**20 if usage.gpu.available
                else None)
@@ -915,6 +924,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0, help="seed of the rows' order")
     parser.add_argument("--memory-interval", type=float, default=MEMORY_INTERVAL_S,
                         help=f"seconds between memory samples ({MEMORY_INTERVAL_S:g})")
+    parser.add_argument("--pss-interval", type=float, default=PSS_INTERVAL_S,
+                        help="seconds a steady process tree goes between PSS reads "
+                             f"({PSS_INTERVAL_S:g}; a growing or changing tree is read at "
+                             "every sample)")
     parser.add_argument("--json", default=None, help="also write the JSON here")
     parser.add_argument("--table", default=None, metavar="JSON", nargs="+",
                         help="print the markdown table of each result's JSON and exit")
@@ -974,7 +987,7 @@ def main(argv: list[str] | None = None) -> dict:
         random.Random(args.seed * 1000 + round_).shuffle(order)
         orders.append(order)
         for name in order:
-            row = measured(table[name], round_, args.memory_interval)
+            row = measured(table[name], round_, args.memory_interval, args.pss_interval)
             rows.append(row)
             print(f"round {round_} {name:20s} {row['steps_per_s']:8.2f} steps/s  "
                   f"eval {row['eval_s']:7.1f} s  e2e {row['e2e_s']:7.1f} s  "
@@ -996,7 +1009,8 @@ def main(argv: list[str] | None = None) -> dict:
                      "mlp": args.mlp if args.policy_bound or args.policy_bound_only else None,
                      "orders": orders, "seed": args.seed, "search": search,
                      "full_grid": args.full_grid,
-                     "memory_interval_s": args.memory_interval},
+                     "memory_interval_s": args.memory_interval,
+                     "pss_interval_s": args.pss_interval},
         "rows": [{k: v for k, v in r.items() if k != "_df"} for r in rows],
         "medians": medians, "ratios": ratios, "memory": mem,
         "targets": check_targets(ratios, mem), "agreement": agreement(rows),

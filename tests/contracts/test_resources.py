@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from workbench.runtime.resources import ResourceMonitor, cpu_usage, gpu_busy, gpu_status
+from workbench.runtime.resources import (PSS_GROWTH, ResourceMonitor, cpu_usage, gpu_busy,
+                                         gpu_status)
 
 SPIN_CPU_S = 1.0
 SPIN = ("import time\n"
@@ -73,3 +74,39 @@ def test_pss_counts_a_pools_shared_pages_once_and_names_its_processes(tmp_path):
     # once, so the tree's PSS stays below its summed RSS
     assert 50e6 < usage.peak_pss_bytes < usage.peak_rss_bytes
     assert all(v > 10e6 for v in usage.peak_pss_by_name.values())
+
+
+def test_pss_is_read_while_the_tree_grows_or_changes_and_not_while_it_is_steady():
+    import numpy as np
+
+    def window(action, **options):
+        with ResourceMonitor([os.getpid()], interval_s=0.05, gpu_index=None, pss=True,
+                             **options) as monitor:
+            held = action()
+        del held
+        return monitor.result
+
+    def steady():
+        time.sleep(1.0)
+
+    def grow():
+        time.sleep(0.3)
+        grown = np.ones(40_000_000)  # 320 MB touched: the resident size grows
+        time.sleep(0.3)
+        return grown
+
+    def child():
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
+        proc.wait()
+
+    base = window(steady, pss_interval_s=60.0)
+    assert base.samples >= 15 and base.pss_reads == 1  # read once, at the start
+    grown = window(grow, pss_interval_s=60.0)
+    # the growth is in the peak, to within the last read's margin (PSS_GROWTH of it)
+    assert grown.pss_reads >= 2
+    assert grown.peak_pss_bytes > (base.peak_pss_bytes + 320e6) / (1 + PSS_GROWTH)
+    born = window(child, pss_interval_s=60.0)
+    assert born.pss_reads >= 3 and born.processes >= 2  # born, grown, gone: each read
+    assert window(steady, pss_interval_s=0.2).pss_reads >= 4  # the interval bounds the wait
+    every = window(steady)  # the default: read at every sample
+    assert every.pss_reads == every.samples >= 15

@@ -131,9 +131,10 @@ class ResourceUsage:
     window; cores_busy = cpu_s / wall_s. peak_rss_bytes: largest summed resident
     memory of the tree at one sample (a shared page counts in every process holding it).
     processes: distinct processes seen. With ``pss`` sampling: peak_pss_bytes, the
-    largest summed proportional set size at one sample (every page counted once), and
+    largest summed proportional set size at one sample (every page counted once),
     peak_pss_by_name, the largest PSS any one process of each name reached (a pool's
-    processes are named ``wb-worker-N`` and ``wb-replica-N``).
+    processes are named ``wb-worker-N`` and ``wb-replica-N``), and pss_reads, how many
+    times the tree's PSS was read (see :class:`ResourceMonitor`'s ``pss_interval_s``).
     """
 
     wall_s: float
@@ -145,6 +146,7 @@ class ResourceUsage:
     gpu: GpuSample
     peak_pss_bytes: int = 0
     peak_pss_by_name: dict[str, int] = field(default_factory=dict)
+    pss_reads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Flat dict (GPU fields prefixed ``gpu_``), e.g. for a DataFrame row."""
@@ -160,13 +162,24 @@ class ResourceMonitor:
     are watched too, including ones started during the window. A process that exits
     between two samples loses at most ``interval_s`` of CPU time from the count.
     gpu_index: NVML index to sample, or None for no GPU sampling.
+
+    pss: also the tree's proportional set size. Reading it walks every page a process
+    maps (about 0.1 s per GiB here, in the kernel, holding the process's memory map), so
+    it is read at every sample only while the tree changes: when its set of processes
+    differs from the last read's, when a process's resident size grew by more than
+    :data:`PSS_GROWTH` since then, or ``pss_interval_s`` after the last read (None, the
+    default: at every sample). In between, a sample's PSS is the last read's: a steady
+    pool of several GiB is then read every ``pss_interval_s`` instead of every
+    ``interval_s``, and a peak may be under the true one by up to :data:`PSS_GROWTH`.
     """
 
     def __init__(self, pids: Iterable[int] | None = None, interval_s: float = 0.1,
-                 children: bool = True, gpu_index: int | None = 0, pss: bool = False) -> None:
+                 children: bool = True, gpu_index: int | None = 0, pss: bool = False,
+                 pss_interval_s: float | None = None) -> None:
         self.pids = list(pids) if pids is not None else [os.getpid()]
         self.interval_s, self.children, self.gpu_index = interval_s, children, gpu_index
         self.pss = pss
+        self.pss_interval_s = pss_interval_s
         self.result: ResourceUsage | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -177,6 +190,8 @@ class ResourceMonitor:
         self._last: dict[tuple[int, float], float] = {}
         self._peak_rss, self._samples, self._peak_pss = 0, 0, 0
         self._pss_by_name: dict[str, int] = {}
+        self._pss_held: dict[tuple[int, float], tuple[int, int]] = {}  # key: (pss, rss)
+        self._pss_read_at, self._pss_reads = -math.inf, 0
         self._gpu = _GpuSampler(self.gpu_index) if self.gpu_index is not None else None
         self._sample()
         self._thread = threading.Thread(target=self._run, name="ResourceMonitor", daemon=True)
@@ -214,36 +229,62 @@ class ResourceMonitor:
         return found
 
     def _sample(self) -> None:
-        rss = pss = 0
+        rss = 0
+        seen: list[tuple[psutil.Process, tuple[int, float], str, int]] = []
         for proc in self._processes():
             try:
                 with proc.oneshot():
                     times, mem = proc.cpu_times(), proc.memory_info()
                     key = (proc.pid, proc.create_time())
                     name = proc.name() if self.pss else ""
-                held = _pss(proc) if self.pss else 0
             except psutil.Error:
                 continue
-            cpu, rss, pss = times.user + times.system, rss + mem.rss, pss + held
-            if held:
-                with self._lock:
-                    self._pss_by_name[name] = max(self._pss_by_name.get(name, 0), held)
+            cpu, rss = times.user + times.system, rss + mem.rss
+            seen.append((proc, key, name, mem.rss))
             with self._lock:
                 if key not in self._first:  # born during the window: all its CPU counts
                     self._first[key] = 0.0 if key[1] >= self._start_epoch else cpu
                 self._last[key] = cpu
+        pss = self._sample_pss(seen) if self.pss else 0
         if self._gpu is not None:
             self._gpu.sample()
         with self._lock:
             self._peak_rss, self._samples = max(self._peak_rss, rss), self._samples + 1
             self._peak_pss = max(self._peak_pss, pss)
 
+    def _sample_pss(self, seen: list[tuple[psutil.Process, tuple[int, float], str, int]]
+                    ) -> int:
+        """The tree's PSS now: read from every process when due (see the class), else the
+        last read's values."""
+        held = self._pss_held
+        now = time.perf_counter()
+        due = (self.pss_interval_s is None or now - self._pss_read_at >= self.pss_interval_s
+               or {key for _, key, _, _ in seen} != set(held)
+               or any(rss > held[key][1] * (1 + PSS_GROWTH) for _, key, _, rss in seen))
+        if not due:
+            return sum(held[key][0] for _, key, _, _ in seen)
+        fresh: dict[tuple[int, float], tuple[int, int]] = {}
+        for proc, key, name, rss in seen:
+            try:
+                fresh[key] = (_pss(proc), rss)
+            except psutil.Error:
+                continue
+            with self._lock:
+                self._pss_by_name[name] = max(self._pss_by_name.get(name, 0), fresh[key][0])
+        self._pss_held, self._pss_read_at, self._pss_reads = fresh, now, self._pss_reads + 1
+        return sum(v[0] for v in fresh.values())
+
     def _summary(self, wall_s: float) -> ResourceUsage:
         cpu_s = sum(self._last[k] - self._first[k] for k in self._last)
         gpu = self._gpu.summary() if self._gpu is not None else GpuSample(False, "not sampled")
         return ResourceUsage(wall_s, cpu_s, cpu_s / wall_s if wall_s > 0 else math.nan,
                              self._peak_rss, len(self._last), self._samples, gpu,
-                             self._peak_pss, dict(self._pss_by_name))
+                             self._peak_pss, dict(self._pss_by_name), self._pss_reads)
+
+
+PSS_GROWTH = 0.05
+"""A process whose resident size grew by more than this share since the last PSS read
+has the tree's PSS read again at the next sample (:class:`ResourceMonitor`)."""
 
 
 def memory_held(pids: Iterable[int]) -> int:
