@@ -932,6 +932,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--table", default=None, metavar="JSON", nargs="+",
                         help="print the markdown table of each result's JSON and exit")
     args = parser.parse_args(argv)
+    for flag, value in (("--memory-interval", args.memory_interval),
+                        ("--pss-interval", args.pss_interval)):
+        if not 0 < value < float("inf"):
+            parser.error(f"{flag}: expected seconds > 0; got {value!r}")
     if args.table:
         summaries = [json.loads(Path(path).read_text().strip().splitlines()[-1])
                      for path in args.table]

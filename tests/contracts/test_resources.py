@@ -110,3 +110,11 @@ def test_pss_is_read_while_the_tree_grows_or_changes_and_not_while_it_is_steady(
     assert window(steady, pss_interval_s=0.2).pss_reads >= 4  # the interval bounds the wait
     every = window(steady)  # the default: read at every sample
     assert every.pss_reads == every.samples >= 15
+
+
+@pytest.mark.parametrize("options", [{"interval_s": -1.0}, {"pss_interval_s": float("nan")},
+                                     {"pss_interval_s": float("inf")}, {"interval_s": "2"}])
+def test_a_bad_interval_is_refused_by_name(options):
+    name = next(iter(options))
+    with pytest.raises(ValueError, match=f"^{name}: expected seconds >= 0; got "):
+        ResourceMonitor(gpu_index=None, **options)

@@ -176,6 +176,10 @@ class ResourceMonitor:
     def __init__(self, pids: Iterable[int] | None = None, interval_s: float = 0.1,
                  children: bool = True, gpu_index: int | None = 0, pss: bool = False,
                  pss_interval_s: float | None = None) -> None:
+        for name, value in (("interval_s", interval_s), ("pss_interval_s", pss_interval_s)):
+            if value is not None and not (isinstance(value, (int, float))
+                                          and 0 <= value < math.inf):
+                raise ValueError(f"{name}: expected seconds >= 0; got {value!r}")
         self.pids = list(pids) if pids is not None else [os.getpid()]
         self.interval_s, self.children, self.gpu_index = interval_s, children, gpu_index
         self.pss = pss
