@@ -106,7 +106,8 @@ def source_revision() -> str:
     try:
         commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, check=True).stdout.strip()
-        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run([*git, "--no-optional-locks", "status", "--porcelain",
+                                "--untracked-files=no"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return f"workbench {workbench.__version__}"

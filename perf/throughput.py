@@ -225,8 +225,9 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     variables = THREAD_VARIABLES + ("MUJOCO_GL", "PYOPENGL_PLATFORM", "EGL_PLATFORM")
-    return {"commit": git("rev-parse", "HEAD"), "uncommitted": bool(git("status", "--porcelain",
-                                                                         "--untracked-files=no")),
+    return {"commit": git("rev-parse", "HEAD"),
+            "uncommitted": bool(git("--no-optional-locks", "status", "--porcelain",
+                                    "--untracked-files=no")),
             "cpu_model": cpu, "cores_logical": psutil.cpu_count(),
             "cores_physical": psutil.cpu_count(logical=False),
             "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),

@@ -52,9 +52,12 @@ def git_commit(folder: str | None = None) -> tuple[str | None, bool | None]:
     try:
         commit = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", where, "status", "--porcelain",
-                                 "--untracked-files=no"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout
+        # --no-optional-locks: status would otherwise refresh and rewrite the checkout's
+        # index under .git/index.lock, failing the user's own git commands meanwhile (and
+        # leaving the lock behind if killed)
+        status = subprocess.run(["git", "--no-optional-locks", "-C", where, "status",
+                                 "--porcelain", "--untracked-files=no"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
     return commit or None, bool(status.strip())
