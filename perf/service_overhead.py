@@ -102,16 +102,12 @@ def sim_service(episodes: int, image_size: int, max_steps: int) -> Iterator[tupl
 
 def source_revision() -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes), else the version."""
-    git = ["git", "-C", str(Path(__file__).resolve().parent)]
-    try:
-        commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run([*git, "--no-optional-locks", "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    from workbench.records.provenance import git_commit
+
+    commit, dirty = git_commit(str(Path(__file__).resolve().parent))
+    if commit is None:
         return f"workbench {workbench.__version__}"
-    return f"commit {commit}{'+dirty' if dirty else ''}"
+    return f"commit {commit[:7]}{'+dirty' if dirty else ''}"
 
 
 def measure(config: workbench.EvalConfig, path: str, repeat: int) -> dict:

@@ -89,7 +89,6 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -106,6 +105,7 @@ import workbench  # noqa: E402
 from workbench.config import EvalConfig, PoolConfig  # noqa: E402
 from workbench.contracts import use_headless_rendering  # noqa: E402
 from workbench.runtime.agreement import outcome_agreement  # noqa: E402
+from workbench.records.provenance import git_commit  # noqa: E402
 from workbench.runtime.job import build_components  # noqa: E402
 from workbench.runtime.limits import (balanced_split, independent_loops,  # noqa: E402
                                       measure_stages)
@@ -204,13 +204,6 @@ def provenance() -> dict[str, Any]:
     rendering variables, Python and package versions, and when."""
     root = Path(__file__).resolve().parents[1]
 
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
     cpu = platform.processor()
     try:
         cpu = next(line.split(":", 1)[1].strip() for line in
@@ -225,9 +218,8 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     variables = THREAD_VARIABLES + ("MUJOCO_GL", "PYOPENGL_PLATFORM", "EGL_PLATFORM")
-    return {"commit": git("rev-parse", "HEAD"),
-            "uncommitted": bool(git("--no-optional-locks", "status", "--porcelain",
-                                    "--untracked-files=no")),
+    commit, dirty = git_commit(str(root))
+    return {"commit": commit or "", "uncommitted": bool(dirty),
             "cpu_model": cpu, "cores_logical": psutil.cpu_count(),
             "cores_physical": psutil.cpu_count(logical=False),
             "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
