@@ -104,8 +104,8 @@ import psutil  # noqa: E402
 import workbench  # noqa: E402
 from workbench.config import EvalConfig, PoolConfig  # noqa: E402
 from workbench.contracts import use_headless_rendering  # noqa: E402
-from workbench.runtime.agreement import outcome_agreement  # noqa: E402
 from workbench.records.provenance import git_commit  # noqa: E402
+from workbench.runtime.agreement import outcome_agreement  # noqa: E402
 from workbench.runtime.job import build_components  # noqa: E402
 from workbench.runtime.limits import (balanced_split, independent_loops,  # noqa: E402
                                       measure_stages)

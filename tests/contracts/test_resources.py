@@ -43,7 +43,7 @@ def test_monitor_sees_a_busy_child_process():
 
 
 def test_monitor_by_pid_and_idle_process():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
     try:
         usage = cpu_usage([child.pid], duration_s=0.3, interval_s=0.05)
     finally:
