@@ -183,8 +183,7 @@ class LaneCalls:
     A reset or an episode's end goes at once, alone (no message is in flight while the
     lock is held): the other lanes' acts wait for the lane's first act of its next
     episode instead of going without it, so every batch holds an act of every open lane.
-    Sent with the acts, they took two batch rounds per episode of about ten acts, and the
-    batches' fixed cost, the policy's memory traffic, is most of a policy-bound call."""
+    (Sent with the acts, each cost its lane a round without an act: two per episode.)"""
 
     def __init__(self, proxy: ReplicaProxy) -> None:
         self.proxy = proxy
