@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from workbench.runtime.resources import (PSS_GROWTH, ResourceMonitor, cpu_usage, gpu_busy,
-                                         gpu_status)
+from workbench.runtime.resources import (ResourceMonitor, cpu_usage, gpu_busy, gpu_status,
+                                         memory_held)
 
 SPIN_CPU_S = 1.0
 SPIN = ("import time\n"
@@ -77,41 +77,66 @@ def test_pss_counts_a_pools_shared_pages_once_and_names_its_processes(tmp_path):
 
 
 def test_pss_is_read_while_the_tree_grows_or_changes_and_not_while_it_is_steady():
-    import numpy as np
+    """Watched: a child Python whose memory is its own (a tree's PSS shares library
+    pages with every other process mapping them, so this process's own PSS moves as the
+    suite's other processes come and go; a bare child's is tens of MB)."""
 
-    def window(action, **options):
-        with ResourceMonitor([os.getpid()], interval_s=0.05, gpu_index=None, pss=True,
-                             **options) as monitor:
-            held = action()
-        del held
+    def window(code, **options):
+        """The usage of a child, started and settled before the window, running ``code``
+        in it; the child outlives the window."""
+        proc = subprocess.Popen([sys.executable, "-c", "import sys, time; print('ready', "
+                                 f"flush=True); sys.stdin.readline(); {code}; print('done', "
+                                 "flush=True); sys.stdin.readline()"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "ready\n"
+            with ResourceMonitor([proc.pid], interval_s=0.05, gpu_index=None, pss=True,
+                                 **options) as monitor:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                assert proc.stdout.readline() == "done\n"
+        finally:
+            proc.kill()
         return monitor.result
 
-    def steady():
-        time.sleep(1.0)
-
-    def grow():
-        time.sleep(0.3)
-        grown = np.ones(40_000_000)  # 320 MB touched: the resident size grows
-        time.sleep(0.3)
-        return grown
-
-    def child():
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])
-        proc.wait()
-
-    base = window(steady, pss_interval_s=60.0)
+    steady = window("time.sleep(1.0)", pss_interval_s=60.0)
     # (samples come every 0.05 s on an idle machine; fewer when its cores are busy)
-    assert base.samples >= 5 and base.pss_reads == 1  # read once, at the start
-    grown = window(grow, pss_interval_s=60.0)
-    # the growth is in the peak, to within the last read's margin (PSS_GROWTH of it)
-    assert grown.pss_reads >= 2
-    assert grown.peak_pss_bytes > (base.peak_pss_bytes + 320e6) / (1 + PSS_GROWTH)
-    born = window(child, pss_interval_s=60.0)
-    assert born.pss_reads >= 3 and born.processes >= 2  # born, grown, gone: each read
+    assert steady.samples >= 5 and steady.pss_reads == 2  # the first and last samples
+    assert steady.peak_pss_bytes < 100e6
+    grown = window("kept = b'x' * 320_000_000; time.sleep(1.0)", pss_interval_s=60.0)
+    assert grown.pss_reads >= 3 and grown.peak_pss_bytes > 320e6  # 320 MB written
+    # a grandchild born and gone: each read (first, born, grown, gone, last)
+    born = window("import subprocess; subprocess.run([sys.executable, '-c', "
+                  "'import time; time.sleep(1.0)']); time.sleep(0.5)", pss_interval_s=60.0)
+    assert born.pss_reads >= 4 and born.processes >= 2
     # the interval bounds the wait: read again at the first sample 0.2 s after a read
-    assert window(steady, pss_interval_s=0.2).pss_reads >= 2
-    every = window(steady)  # the default: read at every sample
+    assert window("time.sleep(1.0)", pss_interval_s=0.2).pss_reads >= 4
+    every = window("time.sleep(1.0)")  # the default: read at every sample
     assert every.pss_reads == every.samples >= 5
+
+
+def test_the_last_sample_reads_pss_so_memory_held_at_the_end_is_in_the_peak():
+    """A child holding 400 MB grows by 16 MB (4%: under the growth that triggers a read)
+    inside a window with no sample between its first and last (interval 60 s): only the
+    last sample's own read puts the 16 MB in the peak."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time; base = b'x' * 400_000_000; "
+                             "print('ready', flush=True); sys.stdin.readline(); "
+                             "more = b'y' * 16_000_000; print('ok', flush=True); "
+                             "sys.stdin.readline()"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        before = memory_held([proc.pid])
+        with ResourceMonitor([proc.pid], interval_s=60.0, gpu_index=None, pss=True,
+                             pss_interval_s=60.0) as monitor:
+            proc.stdin.write("grow\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == "ok\n"
+        usage = monitor.result
+    finally:
+        proc.kill()
+    assert usage.samples == 2 and usage.pss_reads == 2
+    assert usage.peak_pss_bytes > before + 12e6, (usage.peak_pss_bytes - before) / 1e6
 
 
 @pytest.mark.parametrize("options", [{"interval_s": -1.0}, {"pss_interval_s": float("nan")},

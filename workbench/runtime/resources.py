@@ -168,9 +168,12 @@ class ResourceMonitor:
     it is read at every sample only while the tree changes: when its set of processes
     differs from the last read's, when a process's resident size grew by more than
     :data:`PSS_GROWTH` since then, or ``pss_interval_s`` after the last read (None, the
-    default: at every sample). In between, a sample's PSS is the last read's: a steady
-    pool of several GiB is then read every ``pss_interval_s`` instead of every
-    ``interval_s``, and a peak may be under the true one by up to :data:`PSS_GROWTH`.
+    default: at every sample), and always at the window's first and last samples. In
+    between, a sample's PSS is the last read's: a steady pool of several GiB is then read
+    every ``pss_interval_s`` instead of every ``interval_s``, and a peak reached and left
+    between two reads may be under the true one by up to :data:`PSS_GROWTH` of the
+    processes' resident size (which counts shared pages in full, so it can be more than
+    that share of their PSS).
     """
 
     def __init__(self, pids: Iterable[int] | None = None, interval_s: float = 0.1,
@@ -210,7 +213,7 @@ class ResourceMonitor:
         if self.result is None:
             self._stop.set()
             self._thread.join()
-            self._sample()
+            self._sample(final=True)
             self.result = self._summary(time.perf_counter() - self._start_wall)
             if self._gpu is not None:
                 self._gpu.close()
@@ -232,7 +235,7 @@ class ResourceMonitor:
                 continue
         return found
 
-    def _sample(self) -> None:
+    def _sample(self, final: bool = False) -> None:
         rss = 0
         seen: list[tuple[psutil.Process, tuple[int, float], str, int]] = []
         for proc in self._processes():
@@ -249,20 +252,21 @@ class ResourceMonitor:
                 if key not in self._first:  # born during the window: all its CPU counts
                     self._first[key] = 0.0 if key[1] >= self._start_epoch else cpu
                 self._last[key] = cpu
-        pss = self._sample_pss(seen) if self.pss else 0
+        pss = self._sample_pss(seen, final) if self.pss else 0
         if self._gpu is not None:
             self._gpu.sample()
         with self._lock:
             self._peak_rss, self._samples = max(self._peak_rss, rss), self._samples + 1
             self._peak_pss = max(self._peak_pss, pss)
 
-    def _sample_pss(self, seen: list[tuple[psutil.Process, tuple[int, float], str, int]]
-                    ) -> int:
-        """The tree's PSS now: read from every process when due (see the class), else the
-        last read's values."""
+    def _sample_pss(self, seen: list[tuple[psutil.Process, tuple[int, float], str, int]],
+                    final: bool = False) -> int:
+        """The tree's PSS now: read from every process when due (see the class) or at the
+        window's last sample (``final``), else the last read's values."""
         held = self._pss_held
         now = time.perf_counter()
-        due = (self.pss_interval_s is None or now - self._pss_read_at >= self.pss_interval_s
+        due = (final or self.pss_interval_s is None
+               or now - self._pss_read_at >= self.pss_interval_s
                or {key for _, key, _, _ in seen} != set(held)
                or any(rss > held[key][1] * (1 + PSS_GROWTH) for _, key, _, rss in seen))
         if not due:
