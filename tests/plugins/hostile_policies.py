@@ -43,22 +43,37 @@ def misbehave(how: str) -> None:
 
 class Misbehaves(ZeroPolicy):
     """Zero actions; at ``step`` of episode index ``k`` it misbehaves as ``hows[k]`` says
-    (a list, one entry per episode index, ``"none"`` for a clean episode), and writes a
+    (a list, one entry per episode index, ``"none"`` for a clean episode), or in that
+    episode's reset or end (``where``: ``"act"``, ``"reset"`` or ``"end"``), and writes a
     file into ``unloaded_to`` (a folder) when it is unloaded."""
 
     name = "misbehaves"
 
     def __init__(self, protocol: str = "metaworld-v1", hows: list = ("none", "sys_exit"),
-                 step: int = 5, unloaded_to: str | None = None) -> None:
+                 step: int = 5, unloaded_to: str | None = None, where: str = "act") -> None:
         super().__init__(protocol)
         self.hows, self.step, self.unloaded_to = list(hows), step, unloaded_to
+        self.where = where
+
+    def _how(self, episode_id: str) -> str:
+        index = int(str(episode_id).rsplit("/", 1)[-1])
+        return self.hows[index] if index < len(self.hows) else "none"
+
+    def _reset(self, context):
+        if self.where == "reset" and self._how(context.episode_id) != "none":
+            misbehave(self._how(context.episode_id))
+        return super()._reset(context)
 
     def _act(self, observation, episode_state):
-        index = int(str(observation["episode_id"]).rsplit("/", 1)[-1])
-        how = self.hows[index] if index < len(self.hows) else "none"
-        if how != "none" and observation["step"] == self.step:
+        how = self._how(observation["episode_id"])
+        if self.where == "act" and how != "none" and observation["step"] == self.step:
             misbehave(how)
         return super()._act(observation, episode_state)
+
+    def _end_episode(self, episode_id, episode_state):
+        if self.where == "end" and self._how(episode_id) != "none":
+            misbehave(self._how(episode_id))
+        super()._end_episode(episode_id, episode_state)
 
     def _unload(self) -> None:
         if self.unloaded_to:

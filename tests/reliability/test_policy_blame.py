@@ -65,6 +65,34 @@ def test_a_call_that_never_returns_is_its_episodes_policy_failure(tmp_path, back
     assert row["steps"] == 5
 
 
+#: a backend's settings (lanes: a pool worker of several environments sends a lane's
+#: reset and end to the replica alone, its acts with the other lanes')
+RUNTIMES = {"sequential": {"backend": "sequential"},
+            "pool": {"backend": "pool", "pool": {"workers": 2}},
+            "lanes": {"backend": "pool", "pool": {"workers": 1, "envs_per_worker": 3}}}
+
+
+@pytest.mark.parametrize("where", ["reset", "end"])
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+def test_a_reset_or_end_that_raises_is_that_episodes_policy_failure(tmp_path, runtime, where):
+    hows = ["none", "memory", "none", "infrastructure", "none"]
+    run = workbench.run(BASE | RUNTIMES[runtime] | {
+        "episodes": len(hows), "output_dir": str(tmp_path / "run"),
+        "policy_options": {"hows": hows, "where": where}})
+    df = run.results.set_index("episode_id")
+    label = {"reset": "reset: ", "end": "end_episode: "}[where]
+    for k, how in enumerate(hows):
+        row = df.loc[episode(k)]
+        if how == "none":
+            assert pd.isna(row["error_kind"]) and row["steps"] == 12, (k, row["error_message"])
+            continue
+        assert row["error_kind"] == "policy", (k, row["error_message"])
+        assert label in row["error_message"] and any(
+            text in row["error_message"] for text in SAYS[how]), row["error_message"]
+        assert row["steps"] == (0 if where == "reset" else 12)
+    assert run.report.complete and not run.report.failures
+
+
 def test_the_sequential_backend_unloads_its_policy(tmp_path):
     workbench.run(BASE | {"episodes": 1, "output_dir": str(tmp_path / "run"),
                           "policy_options": {"hows": ["none"], "unloaded_to": str(tmp_path / "u")}})
