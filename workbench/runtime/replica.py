@@ -19,10 +19,11 @@ policy's code does is the policy's error, a ``MemoryError`` or CUDA out-of-memor
 :mod:`workbench.runtime.guard`) among them. The replica keeps serving, and unloads the
 policy when it is stopped.
 
-A worker of several environments sends its lanes' calls as one message (``many``): its
-resets and ends are made in order and its observations served as one batch (at most
-``max_batch``) at once, with one reply listing each call's; such a worker's requests
-never wait for another worker's.
+A worker of several environments sends its lanes' acts as one message (``many``), served
+as one batch (at most ``max_batch``) with one reply listing each call's, and a lane's
+reset or end as a message of its own (a ``many`` message may hold any of the three:
+resets and ends are made in order, then the acts); such a worker's requests never wait
+for another worker's.
 """
 
 from __future__ import annotations
