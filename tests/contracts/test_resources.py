@@ -1,5 +1,6 @@
 """GPU and process-tree resource sampling."""
 
+import contextlib
 import math
 import os
 import subprocess
@@ -76,27 +77,38 @@ def test_pss_counts_a_pools_shared_pages_once_and_names_its_processes(tmp_path):
     assert all(v > 10e6 for v in usage.peak_pss_by_name.values())
 
 
+@contextlib.contextmanager
+def settled_child(during: str, before: str = "pass"):
+    """A child Python that runs ``before``, then waits; the context yields its pid and a
+    function that has it run ``during`` and returns once that is done. Killed on exit."""
+    proc = subprocess.Popen([sys.executable, "-c", f"import sys, time; {before}; "
+                             "print('ready', flush=True); sys.stdin.readline(); "
+                             f"{during}; print('done', flush=True); sys.stdin.readline()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run() -> None:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "done\n"
+
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        yield proc.pid, run
+    finally:
+        proc.kill()
+
+
 def test_pss_is_read_while_the_tree_grows_or_changes_and_not_while_it_is_steady():
     """Watched: a child Python whose memory is its own (a tree's PSS shares library
     pages with every other process mapping them, so this process's own PSS moves as the
     suite's other processes come and go; a bare child's is tens of MB)."""
 
     def window(code, **options):
-        """The usage of a child, started and settled before the window, running ``code``
-        in it; the child outlives the window."""
-        proc = subprocess.Popen([sys.executable, "-c", "import sys, time; print('ready', "
-                                 f"flush=True); sys.stdin.readline(); {code}; print('done', "
-                                 "flush=True); sys.stdin.readline()"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout.readline() == "ready\n"
-            with ResourceMonitor([proc.pid], interval_s=0.05, gpu_index=None, pss=True,
+        """The usage of a settled child running ``code`` (it outlives the window)."""
+        with settled_child(code) as (pid, run):
+            with ResourceMonitor([pid], interval_s=0.05, gpu_index=None, pss=True,
                                  **options) as monitor:
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-                assert proc.stdout.readline() == "done\n"
-        finally:
-            proc.kill()
+                run()
         return monitor.result
 
     steady = window("time.sleep(1.0)", pss_interval_s=60.0)
@@ -119,22 +131,13 @@ def test_the_last_sample_reads_pss_so_memory_held_at_the_end_is_in_the_peak():
     """A child holding 400 MB grows by 16 MB (4%: under the growth that triggers a read)
     inside a window with no sample between its first and last (interval 60 s): only the
     last sample's own read puts the 16 MB in the peak."""
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, time; base = b'x' * 400_000_000; "
-                             "print('ready', flush=True); sys.stdin.readline(); "
-                             "more = b'y' * 16_000_000; print('ok', flush=True); "
-                             "sys.stdin.readline()"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline() == "ready\n"
-        before = memory_held([proc.pid])
-        with ResourceMonitor([proc.pid], interval_s=60.0, gpu_index=None, pss=True,
+    with settled_child("more = b'y' * 16_000_000", before="base = b'x' * 400_000_000") \
+            as (pid, run):
+        before = memory_held([pid])
+        with ResourceMonitor([pid], interval_s=60.0, gpu_index=None, pss=True,
                              pss_interval_s=60.0) as monitor:
-            proc.stdin.write("grow\n")
-            proc.stdin.flush()
-            assert proc.stdout.readline() == "ok\n"
-        usage = monitor.result
-    finally:
-        proc.kill()
+            run()
+    usage = monitor.result
     assert usage.samples == 2 and usage.pss_reads == 2
     assert usage.peak_pss_bytes > before + 12e6, (usage.peak_pss_bytes - before) / 1e6
 

@@ -60,8 +60,7 @@ class Misbehaves(ZeroPolicy):
         return self.hows[index] if index < len(self.hows) else "none"
 
     def _reset(self, context):
-        if self.where == "reset" and self._how(context.episode_id) != "none":
-            misbehave(self._how(context.episode_id))
+        self._misbehave_in("reset", context.episode_id)
         return super()._reset(context)
 
     def _act(self, observation, episode_state):
@@ -71,9 +70,13 @@ class Misbehaves(ZeroPolicy):
         return super()._act(observation, episode_state)
 
     def _end_episode(self, episode_id, episode_state):
-        if self.where == "end" and self._how(episode_id) != "none":
-            misbehave(self._how(episode_id))
+        self._misbehave_in("end", episode_id)
         super()._end_episode(episode_id, episode_state)
+
+    def _misbehave_in(self, where: str, episode_id: str) -> None:
+        how = self._how(episode_id)
+        if self.where == where and how != "none":
+            misbehave(how)
 
     def _unload(self) -> None:
         if self.unloaded_to:
