@@ -88,6 +88,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
+import re  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -104,6 +105,7 @@ import psutil  # noqa: E402
 import workbench  # noqa: E402
 from workbench.config import EvalConfig, PoolConfig  # noqa: E402
 from workbench.contracts import use_headless_rendering  # noqa: E402
+from workbench.errors import ConfigError  # noqa: E402
 from workbench.records.provenance import git_commit  # noqa: E402
 from workbench.runtime.agreement import outcome_agreement  # noqa: E402
 from workbench.runtime.job import build_components  # noqa: E402
@@ -881,6 +883,24 @@ def markdown_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def result_summary(parser: argparse.ArgumentParser, path: str) -> dict:
+    """The summary (the last line) of a result file this script wrote; a missing,
+    unreadable or foreign file stops the script with one line naming it."""
+    try:
+        summary = json.loads(Path(path).read_text().strip().splitlines()[-1])
+        if not isinstance(summary, dict):
+            raise ValueError(f"the last line is a JSON {type(summary).__name__}, not an object")
+        missing = [k for k in ("provenance", "workload", "ratios", "memory", "targets")
+                   if k not in summary]
+        if missing:
+            raise ValueError(f"not a perf/throughput.py result (no {', '.join(missing)})")
+    except (OSError, UnicodeDecodeError, IndexError, ValueError) as exc:
+        why = "the file is empty" if isinstance(exc, IndexError) else \
+            exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)[:200]
+        parser.error(f"--table {path}: {why}")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -929,21 +949,43 @@ def main(argv: list[str] | None = None) -> dict:
                         ("--pss-interval", args.pss_interval)):
         if not 0 < value < float("inf"):
             parser.error(f"{flag}: expected seconds > 0; got {value!r}")
+    for flag, value in (("--rounds", args.rounds), ("--tasks", args.tasks),
+                        ("--episodes", args.episodes), ("--max-steps", args.max_steps),
+                        ("--search-max-workers", args.search_max_workers),
+                        ("--probe-max-steps", args.probe_max_steps),
+                        ("--policy-bound-episodes", args.policy_bound_episodes),
+                        ("--policy-bound-workers", args.policy_bound_workers)):
+        if value is not None and value < 1:
+            parser.error(f"{flag}: expected an integer >= 1; got {value}")
+    if not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", args.mlp.lower()):
+        parser.error(f"--mlp: expected WIDTHxLAYERS, like 1024x20; got {args.mlp!r}")
     if args.table:
-        summaries = [json.loads(Path(path).read_text().strip().splitlines()[-1])
-                     for path in args.table]
-        print("\n\n".join(markdown_table(summary) for summary in summaries))
+        summaries = [result_summary(parser, path) for path in args.table]
+        tables = []
+        for path, summary in zip(args.table, summaries):
+            try:
+                tables.append(markdown_table(summary))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                parser.error(f"--table {path}: a damaged result ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})")
+        print("\n\n".join(tables))
         return summaries[-1]
     started = provenance()
     use_headless_rendering()
     cores = psutil.cpu_count() or 1
+    if args.policy_bound_workers is not None and args.policy_bound_workers < cores:
+        parser.error(f"--policy-bound-workers: expected at least one worker per core "
+                     f"({cores}; one replica per core); got {args.policy_bound_workers}")
     if args.standard:
         args.max_steps = args.max_steps or STANDARD_MAX_STEPS
     elif args.quick and not args.tasks:
         args.max_steps = args.max_steps or QUICK_MAX_STEPS
     tasks = list(QUICK_TASKS) if args.quick and not args.tasks else None
-    config = workload(tasks, args.episodes or (1 if args.quick else 5 if args.standard else 3),
-                      args.image_size, args.max_steps)
+    try:
+        config = workload(tasks, args.episodes or (1 if args.quick else 5 if args.standard
+                                                   else 3), args.image_size, args.max_steps)
+    except ConfigError as exc:
+        parser.error(str(exc))
     if args.tasks:
         config = config.replace(tasks=config.task_names()[:args.tasks])
     search = {"max_workers": args.search_max_workers or 2 * cores, "max_replicas": 2,
