@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from workbench.contracts.results import PolicyLoadFailed
 from workbench.contracts.wire import MAX_FRAME_BYTES
 from workbench.errors import ConfigError
 
@@ -466,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:  # ContractError is a ValueError
         print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
+    except PolicyLoadFailed as exc:  # the run stopped before claiming an episode
+        print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted; finished episodes are recorded, an "
               "episode in flight will be recorded as interrupted on the next run",

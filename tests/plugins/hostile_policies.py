@@ -44,8 +44,9 @@ def misbehave(how: str) -> None:
 class Misbehaves(ZeroPolicy):
     """Zero actions; at ``step`` of episode index ``k`` it misbehaves as ``hows[k]`` says
     (a list, one entry per episode index, ``"none"`` for a clean episode), or in that
-    episode's reset or end (``where``: ``"act"``, ``"reset"`` or ``"end"``), and writes a
-    file into ``unloaded_to`` (a folder) when it is unloaded."""
+    episode's reset or end (``where``: ``"act"``, ``"reset"`` or ``"end"``), or in ``load``
+    as ``hows[0]`` says (``where="load"``), and writes a file into ``unloaded_to`` (a folder)
+    when it is unloaded."""
 
     name = "misbehaves"
 
@@ -54,6 +55,11 @@ class Misbehaves(ZeroPolicy):
         super().__init__(protocol)
         self.hows, self.step, self.unloaded_to = list(hows), step, unloaded_to
         self.where = where
+
+    def _load(self, context):
+        super()._load(context)
+        if self.where == "load":
+            misbehave(self.hows[0])
 
     def _how(self, episode_id: str) -> str:
         index = int(str(episode_id).rsplit("/", 1)[-1])

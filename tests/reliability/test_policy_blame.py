@@ -6,11 +6,17 @@ the policy."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
+import yaml
 
 import workbench
-from workbench.contracts.results import MAX_MESSAGE_CHARS
+from workbench.contracts.results import MAX_MESSAGE_CHARS, PolicyLoadFailed
 
 # episode index -> misbehaviour, and what its recorded message says (any of the texts:
 # the pool's replica reports its own traceback)
@@ -124,3 +130,38 @@ def test_a_replica_the_policy_ends_past_every_guard_is_the_policys_failure(tmp_p
     assert df.loc[episode(1), "error_kind"] == "policy"
     assert "the policy ended its replica process with exit code 5" in \
         df.loc[episode(1), "error_message"]
+
+
+def claimed(folder) -> int:
+    conn = sqlite3.connect(folder / "records.sqlite")
+    (count,) = conn.execute("SELECT COUNT(*) FROM attempts").fetchone()
+    conn.close()
+    return count
+
+
+@pytest.mark.parametrize("how", ["memory", "sys_exit"])
+@pytest.mark.parametrize("backend", ["sequential", "pool"])
+def test_a_policy_that_does_not_load_stops_the_run_naming_its_error_before_any_claim(
+        tmp_path, backend, how):
+    folder = tmp_path / "run"
+    with pytest.raises(PolicyLoadFailed) as caught:
+        workbench.run(BASE | {"backend": backend, "output_dir": str(folder),
+                              "policy_options": {"hows": [how], "where": "load"}})
+    assert "policy 'misbehaves' did not load: " in str(caught.value)
+    assert any(text in str(caught.value) for text in SAYS[how]), str(caught.value)
+    assert claimed(folder) == 0  # every episode left to a run whose policy loads
+
+
+def test_the_command_line_says_in_one_line_that_the_policy_did_not_load(tmp_path):
+    config = tmp_path / "eval.yaml"
+    config.write_text(yaml.safe_dump(BASE | {
+        "backend": "pool", "output_dir": str(tmp_path / "run"),
+        "policy_options": {"hows": ["memory"], "where": "load"}}))
+    done = subprocess.run([str(Path(sys.executable).parent / "workbench"), "eval",
+                           str(config)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    (line,) = [l for l in done.stderr.splitlines() if "error:" in l]
+    assert line.startswith("workbench eval: error: policy 'misbehaves' did not load: "
+                           "MemoryError: the policy's own allocation"), line

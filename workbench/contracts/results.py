@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from workbench.errors import InfrastructureError, PolicyError
+from workbench.errors import InfrastructureError, PolicyError, WorkbenchError
 
 
 class ErrorKind(str, enum.Enum):
@@ -45,6 +45,37 @@ class PolicyTimeout(PolicyError):
 
 class PolicyExited(PolicyError):
     """The policy's code tried to end its process (``sys.exit``, ``os._exit``)."""
+
+
+class PolicyLoadFailed(PolicyError):
+    """The policy's constructor or ``load`` raised, so no episode can run: the run stops
+    before claiming one (nothing is recorded as attempted), naming the policy's error."""
+
+    @classmethod
+    def of(cls, policy: str, what: str) -> "PolicyLoadFailed":
+        """The error for policy ``policy`` whose load failed with ``what``.
+
+        >>> str(PolicyLoadFailed.of("vision", "OSError: no such checkpoint"))
+        "policy 'vision' did not load: OSError: no such checkpoint"
+        """
+        return cls(f"policy {policy!r} did not load: {what}")
+
+
+def blames_the_policy_load(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a policy was built or loaded, is the policy's failure
+    (:class:`PolicyLoadFailed`), not one the workbench already names: a ConfigError or
+    ContractError of its own checks, or an InfrastructureError of its own code (see
+    :func:`policy_blame`).
+
+    >>> blames_the_policy_load(MemoryError()), blames_the_policy_load(PolicyExited("exit"))
+    (True, True)
+    >>> from workbench.errors import ConfigError
+    >>> blames_the_policy_load(ConfigError("policy_options.width: expected an integer"))
+    False
+    """
+    if isinstance(exc, WorkbenchError) and isinstance(exc, ValueError):
+        return False
+    return policy_blame(exc) is ErrorKind.POLICY
 
 
 def policy_blame(exc: BaseException) -> "ErrorKind":

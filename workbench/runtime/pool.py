@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from workbench.config import PoolConfig
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.plan import EpisodeSpec
-from workbench.contracts.results import EpisodeResult, ErrorKind
+from workbench.contracts.results import EpisodeResult, ErrorKind, PolicyLoadFailed
 from workbench.contracts.rendering import use_headless_rendering
 from workbench.errors import WorkbenchError
 from workbench.runtime.resources import ResourceMonitor
@@ -117,7 +117,8 @@ class EvalPool:
     def _wait_started(self, started: Sequence[_Proc]) -> None:
         for proc in started:
             try:
-                proc.info = _expect(proc.control, ("loaded", "ready"), timeout=600)
+                proc.info = _expect(proc.control, ("loaded", "ready", "load_failed"),
+                                    timeout=600)
             except RuntimeError as exc:
                 self.close()
                 raise RuntimeError(
@@ -125,6 +126,9 @@ class EvalPool:
                     f"{proc.process.exitcode}). A script that starts a pool needs "
                     "`if __name__ == '__main__':`, and policies and adapters must be importable "
                     "by their module; the child's traceback is above.") from None
+            if proc.info[0] == "load_failed":  # the policy's own error, in a replica
+                self.close()
+                raise PolicyLoadFailed.of(self.parts.policy_name, proc.info[1])
 
     # -- configuration ----------------------------------------------------------
     def live_workers(self) -> list[int]:

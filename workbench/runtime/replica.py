@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 
 from workbench.contracts.capabilities import LoadContext
 from workbench.contracts.registry import adopt_sys_path
-from workbench.contracts.results import bounded
+from workbench.contracts.results import bounded, blames_the_policy_load, describe_exception
 from workbench.policies.base import Policy
 from workbench.runtime.guard import guarded, release
 from workbench.runtime.transport import SlotReader
@@ -136,8 +136,14 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
         pass
     stats = ReplicaStats(device=context.device)
     start = time.perf_counter()
-    policy = factory()
-    guarded(policy.load, context)
+    try:
+        policy = factory()
+        guarded(policy.load, context)
+    except Exception as exc:
+        if not blames_the_policy_load(exc):  # the config's or the harness's
+            raise
+        control.send(("load_failed", describe_exception(exc)))  # the parent names it
+        raise SystemExit(1) from None
     stats.load_s = time.perf_counter() - start
     control.send(("loaded", _rss(), stats.load_s, _gpu_bytes(context.device)))
     try:
