@@ -36,6 +36,7 @@ _EXPORTS = {
     "LoadContext": "workbench.contracts",
     "Policy": "workbench.policies",
     "PolicyError": "workbench.errors",
+    "PolicyLoadFailed": "workbench.contracts.results",
     "PoolConfig": "workbench.config",
     "Protocol": "workbench.contracts",
     "RecordStore": "workbench.records",

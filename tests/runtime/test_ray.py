@@ -17,6 +17,7 @@ import yaml
 ray = pytest.importorskip("ray", reason="ray is installed with the test extra")
 
 import workbench  # noqa: E402
+from workbench.contracts.results import PolicyLoadFailed  # noqa: E402
 from run_outcomes import claimed, finished, outcomes, wait_for  # noqa: E402
 
 COMMON = dict(benchmark="metaworld", suite="MT10", tasks=["reach-v3", "push-v3"], episodes=2,
@@ -122,6 +123,19 @@ def test_shards_the_cluster_cannot_hold_are_refused_before_any_claim(tmp_path, l
     with pytest.raises(ValueError, match=r"4 shards need 8 CPUs at once .* the cluster has 2"):
         workbench.run(dict(COMMON, policy="zero", output_dir=str(tmp_path), backend="ray",
                            pool={"workers": 2}, ray={"shards": 4}))
+    with sqlite3.connect(tmp_path / "records.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
+
+
+def test_a_policy_that_does_not_load_stops_the_run_before_any_claim(tmp_path, local_ray):
+    """The policy's failure, not the shard's: no episode is burnt as an infrastructure
+    error, every one is left for a run whose policy loads."""
+    with pytest.raises(PolicyLoadFailed, match="policy 'misbehaves' did not load: "
+                                               "MemoryError: the policy's own allocation"):
+        workbench.run(dict(COMMON, policy="hostile_policies:Misbehaves", backend="ray",
+                           policy_options={"hows": ["memory"], "where": "load"},
+                           output_dir=str(tmp_path), pool={"workers": 1},
+                           ray={"shards": 1}))
     with sqlite3.connect(tmp_path / "records.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
 

@@ -58,7 +58,9 @@ from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadC
 from workbench.contracts.plan import EpisodeSpec, shard_episodes
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.rendering import use_headless_rendering
-from workbench.contracts.results import EpisodeResult, InfrastructureError, PolicyTimeout
+from workbench.contracts.results import (EpisodeResult, InfrastructureError, PolicyLoadFailed,
+                                         PolicyTimeout, blames_the_policy_load,
+                                         describe_exception)
 from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
@@ -77,16 +79,28 @@ class ReplicaActor:
                  max_batch: int, max_wait_ms: float) -> None:
         pin_threads(1)
         adopt_sys_path(sys_path)
-        self.policy = factory()
-        guarded(self.policy.load, context)
-        self.max_batch = max(1, min(max_batch, self.policy.capabilities.max_batch))
         self.max_wait_s = max_wait_ms / 1000.0
         self.pending: list[tuple[Any, asyncio.Future]] = []
         self.timer: asyncio.TimerHandle | None = None
         self.sizes: list[int] = []
+        self.policy, self.load_failure = None, None
+        try:
+            self.policy = factory()
+            guarded(self.policy.load, context)
+        except Exception as exc:
+            if not blames_the_policy_load(exc):  # the config's or the harness's
+                raise
+            # the actor stays to say so: the driver stops the run before any claim
+            self.policy, self.load_failure = None, describe_exception(exc)
+        self.max_batch = max(1, min(max_batch, self.policy.capabilities.max_batch)
+                             ) if self.policy is not None else 1
 
     async def ready(self) -> bool:
         return True
+
+    async def load_failed(self) -> str | None:
+        """The policy's error when it did not load (the actor then serves nothing)."""
+        return self.load_failure
 
     async def reset(self, context: EpisodeContext) -> tuple[str, Any]:
         return lifecycle_reply(self.policy.reset, writable(context))
@@ -105,7 +119,8 @@ class ReplicaActor:
 
     async def release(self) -> bool:
         """End open episodes and unload the policy (before the actor is killed)."""
-        release(self.policy)
+        if self.policy is not None:
+            release(self.policy)
         return True
 
     async def take_batch_sizes(self) -> list[int]:
@@ -441,7 +456,8 @@ def _start_shard(ray: Any, job: Job, config: EvalConfig, shard: _Shard, token: s
                  failures: list[str], sink: Any, pool: RayPool | None) -> None:
     """Place the shard's group and start its actors (``config``'s pool section: the
     run's, or what the shard's search chose; or the warm pool's live ones) and warm
-    them up; on failure its episodes are recorded as infrastructure errors."""
+    them up; on failure its episodes are recorded as infrastructure errors, unless the
+    policy did not load (:class:`PolicyLoadFailed`, raised: the run stops unclaimed)."""
     try:
         if pool is None:
             shard.actors = _place(ray, config, job.parts, shard.index, f"{job.run_id}-{token}")
@@ -455,6 +471,8 @@ def _start_shard(ray: Any, job: Job, config: EvalConfig, shard: _Shard, token: s
         if config.warm_up:
             ray.get([shard.workers[w].warm_up.remote(list(shard.queue)) for w in used])
         shard.idle = used
+    except PolicyLoadFailed:  # the policy's, not the shard's: the run stops, nothing claimed
+        raise
     except Exception as exc:
         _fail_rest(sink, shard, f"its actors did not start: {type(exc).__name__}: "
                                 f"{str(exc)[:300]}", failures)
@@ -492,6 +510,9 @@ def _place(ray: Any, config: EvalConfig, parts: Any, index: int, name: str) -> _
             for w in range(workers)]
         ray.get([a.ready.remote() for a in actors.replicas + actors.workers],
                 timeout=config.ray.start_timeout_s)
+        failed = [f for f in ray.get([r.load_failed.remote() for r in actors.replicas]) if f]
+        if failed:
+            raise PolicyLoadFailed.of(parts.policy_name, failed[0])
     except Exception:
         _stop_actors(ray, actors)
         raise
