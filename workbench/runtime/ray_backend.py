@@ -59,14 +59,13 @@ from workbench.contracts.plan import EpisodeSpec, shard_episodes
 from workbench.contracts.registry import adopt_sys_path
 from workbench.contracts.rendering import use_headless_rendering
 from workbench.contracts.results import (EpisodeResult, InfrastructureError, PolicyLoadFailed,
-                                         PolicyTimeout, blames_the_policy_load,
-                                         describe_exception)
+                                         PolicyTimeout)
 from workbench.runtime.episode import EpisodeOptions, run_recorded_episode, warm_up
 from workbench.runtime.job import Job
 from workbench.runtime.parallel import expected_steps
 from workbench.runtime.pool import longest_first
-from workbench.runtime.guard import guarded
-from workbench.runtime.replica import act_isolated, lifecycle_reply, pin_threads, release
+from workbench.runtime.replica import (act_isolated, lifecycle_reply, load_policy, pin_threads,
+                                       release)
 from workbench.runtime.search import SearchResult, search_concurrency, search_pool
 from workbench.runtime.sink import RunReport
 from workbench.runtime.worker import unpack_reply
@@ -83,15 +82,9 @@ class ReplicaActor:
         self.pending: list[tuple[Any, asyncio.Future]] = []
         self.timer: asyncio.TimerHandle | None = None
         self.sizes: list[int] = []
-        self.policy, self.load_failure = None, None
-        try:
-            self.policy = factory()
-            guarded(self.policy.load, context)
-        except Exception as exc:
-            if not blames_the_policy_load(exc):  # the config's or the harness's
-                raise
-            # the actor stays to say so: the driver stops the run before any claim
-            self.policy, self.load_failure = None, describe_exception(exc)
+        # a policy that did not load leaves the actor up to say so (load_failed): the
+        # driver stops the run before any claim
+        self.policy, self.load_failure = load_policy(factory, context)
         self.max_batch = max(1, min(max_batch, self.policy.capabilities.max_batch)
                              ) if self.policy is not None else 1
 

@@ -136,14 +136,10 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
         pass
     stats = ReplicaStats(device=context.device)
     start = time.perf_counter()
-    try:
-        policy = factory()
-        guarded(policy.load, context)
-    except Exception as exc:
-        if not blames_the_policy_load(exc):  # the config's or the harness's
-            raise
-        control.send(("load_failed", describe_exception(exc)))  # the parent names it
-        raise SystemExit(1) from None
+    policy, failure = load_policy(factory, context)
+    if policy is None:
+        control.send(("load_failed", failure))  # the parent names it
+        raise SystemExit(1)
     stats.load_s = time.perf_counter() - start
     control.send(("loaded", _rss(), stats.load_s, _gpu_bytes(context.device)))
     try:
@@ -153,6 +149,22 @@ def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadCo
         raise SystemExit(HARNESS_EXIT_CODE) from None
     finally:
         release(policy)
+
+
+def load_policy(factory: Callable[[], Policy], context: LoadContext
+                ) -> tuple[Policy | None, str | None]:
+    """``(policy, None)``: the policy built and loaded, guarded; or ``(None, error)`` when
+    the policy's own code failed (what
+    :class:`~workbench.contracts.results.PolicyLoadFailed` names). An error the
+    workbench already names (the config's, a contract's, the harness's) is raised."""
+    try:
+        policy = factory()
+        guarded(policy.load, context)
+    except Exception as exc:
+        if not blames_the_policy_load(exc):
+            raise
+        return None, describe_exception(exc)
+    return policy, None
 
 
 HARNESS_EXIT_CODE = 86
