@@ -45,8 +45,8 @@ class Misbehaves(ZeroPolicy):
     """Zero actions; at ``step`` of episode index ``k`` it misbehaves as ``hows[k]`` says
     (a list, one entry per episode index, ``"none"`` for a clean episode), or in that
     episode's reset or end (``where``: ``"act"``, ``"reset"`` or ``"end"``), or in ``load``
-    as ``hows[0]`` says (``where="load"``), and writes a file into ``unloaded_to`` (a folder)
-    when it is unloaded."""
+    or its constructor as ``hows[0]`` says (``where="load"`` or ``"init"``), and writes a
+    file into ``unloaded_to`` (a folder) when it is unloaded."""
 
     name = "misbehaves"
 
@@ -55,6 +55,8 @@ class Misbehaves(ZeroPolicy):
         super().__init__(protocol)
         self.hows, self.step, self.unloaded_to = list(hows), step, unloaded_to
         self.where = where
+        if where == "init":
+            misbehave(self.hows[0])
 
     def _load(self, context):
         super()._load(context)

@@ -17,6 +17,7 @@ import yaml
 
 import workbench
 from workbench.contracts.results import MAX_MESSAGE_CHARS, PolicyLoadFailed
+from workbench.errors import ConfigError
 
 # episode index -> misbehaviour, and what its recorded message says (any of the texts:
 # the pool's replica reports its own traceback)
@@ -165,3 +166,55 @@ def test_the_command_line_says_in_one_line_that_the_policy_did_not_load(tmp_path
     (line,) = [l for l in done.stderr.splitlines() if "error:" in l]
     assert line.startswith("workbench eval: error: policy 'misbehaves' did not load: "
                            "MemoryError: the policy's own allocation"), line
+
+
+
+#: what a load that fails as each misbehaviour says, and the text of the line of
+#: tests/plugins/hostile_policies.py whose call raised or exited
+LOAD_SAYS = {"memory": ("MemoryError: the policy's own allocation", "raise MemoryError("),
+             "sys_exit": ("PolicyExited: the policy called sys.exit(3)", "sys.exit(3)"),
+             "os_exit": ("PolicyExited: the policy called os._exit(4)", "os._exit(4)")}
+
+
+def where_misbehaved(how: str) -> str:
+    import hostile_policies
+
+    path = Path(hostile_policies.__file__)
+    lines = path.read_text().splitlines()
+    return f"{path}:{next(i for i, l in enumerate(lines, 1) if LOAD_SAYS[how][1] in l)}"
+
+@pytest.mark.parametrize("how", ["memory", "sys_exit", "os_exit"])
+def test_a_policy_whose_constructor_fails_stops_the_run_naming_its_own_line(tmp_path, how):
+    """The driver builds the policy to read its capabilities: an error (or an exit) there
+    is the policy's, named with the line of the policy's code that raised or exited (not
+    the guard's that turned the exit into an error), before any episode is claimed."""
+    folder = tmp_path / "run"
+    with pytest.raises(PolicyLoadFailed) as caught:
+        workbench.run(BASE | {"backend": "pool", "output_dir": str(folder),
+                              "policy_options": {"hows": [how], "where": "init"}})
+    said = str(caught.value)
+    assert said.startswith("policy 'hostile_policies:Misbehaves' did not load: "), said
+    assert said.endswith(f"{LOAD_SAYS[how][0]} at {where_misbehaved(how)}"), said
+    assert not (folder / "records.sqlite").exists()  # stopped before any record was made
+
+
+def test_options_a_policy_constructor_rejects_stay_the_configs_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"policy 'hostile_policies:Misbehaves' with "
+                                          r"options .*unknown misbehaviour 'bogus'"):
+        workbench.run(BASE | {"output_dir": str(tmp_path / "run"),
+                              "policy_options": {"hows": ["bogus"], "where": "init"}})
+
+
+@pytest.mark.parametrize("where, how", [("load", "memory"), ("load", "sys_exit"),
+                                        ("init", "os_exit")])
+def test_serve_policy_says_in_one_line_that_the_policy_did_not_load(tmp_path, where, how):
+    done = subprocess.run([str(Path(sys.executable).parent / "workbench"), "serve-policy",
+                           "hostile_policies:Misbehaves", "--protocol", "metaworld-v1",
+                           "--set", f"hows=[{how}]", "--set", f"where={where}", "--port", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "serving policy" not in done.stdout, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    named = "misbehaves" if where == "load" else "hostile_policies:Misbehaves"
+    assert line == (f"workbench serve-policy: error: policy '{named}' did not load: "
+                    f"{LOAD_SAYS[how][0]} at {where_misbehaved(how)}"), line

@@ -21,7 +21,9 @@ from __future__ import annotations
 import enum
 import sys
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -76,6 +78,27 @@ def blames_the_policy_load(exc: BaseException) -> bool:
     if isinstance(exc, WorkbenchError) and isinstance(exc, ValueError):
         return False
     return policy_blame(exc) is ErrorKind.POLICY
+
+
+@contextmanager
+def load_blamed_on(policy: str) -> Iterator[None]:
+    """Inside the block (a policy built or loaded), an error of the policy's own code is
+    raised as :class:`PolicyLoadFailed` naming ``policy``; one the workbench already names
+    (see :func:`blames_the_policy_load`) passes through unchanged.
+
+    >>> try:
+    ...     with load_blamed_on("vision"):
+    ...         raise OSError("no such checkpoint")
+    ... except PolicyLoadFailed as exc:
+    ...     str(exc).split(" at ")[0]
+    "policy 'vision' did not load: OSError: no such checkpoint"
+    """
+    try:
+        yield
+    except Exception as exc:
+        if not blames_the_policy_load(exc):
+            raise
+        raise PolicyLoadFailed.of(policy, describe_exception(exc)) from exc
 
 
 def policy_blame(exc: BaseException) -> "ErrorKind":
@@ -185,6 +208,8 @@ def describe_exception(exc: BaseException) -> str:
     try:
         last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+        if isinstance(getattr(exc, "raised_at", None), str):  # a guard's error: the policy's line
+            where = f" at {exc.raised_at}"
     except Exception:  # a traceback that cannot be read says nothing of where
         where = ""
     return bounded(f"{type(exc).__name__}: {exception_text(exc)}{where}")

@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import threading
 import time
+import traceback
 from typing import Any, Callable, Iterator
 
 from workbench.contracts.capabilities import Capabilities, EpisodeContext, LoadContext, Observation
@@ -37,7 +39,17 @@ _original_exit = os._exit
 
 
 def _refused_exit(code: int = 0) -> None:
-    raise PolicyExited(f"the policy called os._exit({code})")
+    caller = sys._getframe(1)
+    raise _exited(f"the policy called os._exit({code})",
+                  f"{caller.f_code.co_filename}:{caller.f_lineno}")
+
+
+def _exited(message: str, where: str | None) -> PolicyExited:
+    """The error, saying where the policy's code called the exit (``raised_at``, what
+    :func:`~workbench.contracts.results.describe_exception` shows), not this module."""
+    exc = PolicyExited(message)
+    exc.raised_at = where
+    return exc
 
 
 @contextlib.contextmanager
@@ -51,8 +63,10 @@ def exits_refused() -> Iterator[None]:
     try:
         yield
     except SystemExit as exc:
-        raise PolicyExited(f"the policy called sys.exit({exc.code!r})"
-                           if exc.code is not None else "the policy called sys.exit()") from None
+        frames = traceback.extract_tb(exc.__traceback__)[-1:]
+        raise _exited(f"the policy called sys.exit({exc.code!r})" if exc.code is not None
+                      else "the policy called sys.exit()",
+                      f"{frames[0].filename}:{frames[0].lineno}" if frames else None) from None
     finally:
         with _exit_lock:
             _guarding -= 1

@@ -17,9 +17,12 @@ from workbench.contracts.capabilities import Capabilities
 from workbench.contracts.plan import EpisodeSpec
 from workbench.contracts.protocols import Protocol
 from workbench.contracts.registry import Factory
+from workbench.contracts.results import load_blamed_on
+from workbench.errors import ConfigError
 from workbench.policies.base import Policy
 from workbench.records.store import RecordStore
 from workbench.runtime.episode import EpisodeOptions
+from workbench.runtime.guard import guarded
 from workbench.runtime.sink import RecordSink, video_episodes
 
 RUNTIME_PRELOAD = ("workbench.runtime.worker", "workbench.runtime.replica")
@@ -50,11 +53,12 @@ def build_components(config: EvalConfig) -> Components:
     reads features or emits actions the benchmark does not serve."""
     adapter_cls = config.benchmark_class
     factory = config.policy_factory()
-    try:
-        policy = factory()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"policy {config.policy!r} with options {dict(config.policy_options)}: "
-                         f"{exc}") from None
+    with load_blamed_on(str(config.policy)):  # any other error its constructor raises
+        try:
+            policy = guarded(factory)  # exits refused: its error, not the run's end
+        except (TypeError, ValueError) as exc:  # its options do not fit: the config's error
+            raise ConfigError(f"policy {config.policy!r} with options "
+                              f"{dict(config.policy_options)}: {exc}") from None
     if not isinstance(policy, Policy):
         raise ValueError(f"policy {config.policy!r} built a {type(policy).__name__}, "
                          "not a workbench Policy")

@@ -14,8 +14,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from workbench.contracts.capabilities import LoadContext
-from workbench.contracts.results import (PolicyLoadFailed, blames_the_policy_load,
-                                         describe_exception)
+from workbench.contracts.results import load_blamed_on
 from workbench.runtime.resources import ResourceMonitor
 from workbench.runtime.episode import EpisodeObserver, run_recorded_episode, warm_up
 from workbench.runtime.guard import GuardedPolicy, release, unreachable
@@ -31,12 +30,8 @@ def execute_sequential(job: Job, observers: Sequence[EpisodeObserver] = ()) -> R
     sink = job.sink(f"{job.parts.policy_name} on {adapter.name}")
     failures: list[str] = []
     try:
-        try:
+        with load_blamed_on(job.parts.policy_name):
             policy.load(LoadContext(job.parts.protocol.name, device=job.parts.device))
-        except Exception as exc:
-            if not blames_the_policy_load(exc):  # the config's or the harness's, named
-                raise
-            raise PolicyLoadFailed.of(job.parts.policy_name, describe_exception(exc)) from exc
         todo = sink.pending(job.plan)
         if job.config.warm_up:
             warm_up(adapter, todo, job.parts.capabilities.features)

@@ -58,9 +58,12 @@ from workbench.contracts.protocols import (
     validate_action,
     validate_observation,
 )
+from workbench.contracts.results import load_blamed_on
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
-from workbench.policies import make_policy
+from workbench.errors import ConfigError
+from workbench.policies import policy_factory
 from workbench.policies.base import Policy
+from workbench.runtime.guard import guarded
 from workbench.service.policy_calls import PolicyCalls, PolicyStuck
 from workbench.wires import check_wire, native, openpi, vla_eval
 from workbench.wires.presets import Preset, choose_preset
@@ -129,6 +132,7 @@ def policy_metadata(policy: Policy, options: ServeOptions = ServeOptions(),
                     preset: Preset | None = None) -> dict[str, Any]:
     """The metadata map a client receives on connecting (the policy need not be loaded).
 
+    >>> from workbench.policies import make_policy
     >>> meta = policy_metadata(make_policy("zero", protocol="metaworld-v1"))
     >>> meta["protocol"], meta["features"], meta["action"]["dim"], meta["reset"]
     ('metaworld-v1', ['state'], 4, True)
@@ -190,8 +194,9 @@ class PolicyServer:
         self.calls = PolicyCalls(self.policy, opts.max_batch, opts.max_wait_ms,
                                  opts.call_timeout_s, senders=lambda: len(self._sessions))
         try:
-            await self._wait(self.calls.call("load", LoadContext(self.protocol.name,
-                                                                 device=opts.device)))
+            with load_blamed_on(self.metadata["policy"]):
+                await self._wait(self.calls.call("load", LoadContext(self.protocol.name,
+                                                                     device=opts.device)))
         except BaseException:
             self.calls.stop(0.1)
             raise
@@ -532,7 +537,16 @@ def build_policy_server(ref: Any, options: Mapping[str, Any] | None = None,
                         serve_options: ServeOptions = ServeOptions()) -> PolicyServer:
     """A :class:`PolicyServer` for the policy ``ref`` names (as
     :func:`workbench.policies.make_policy` builds it, with constructor ``options``)."""
-    return PolicyServer(make_policy(ref, protocol, **dict(options or {})), serve_options)
+    factory = policy_factory(ref, options, protocol)  # an unknown name or option: raised
+    with load_blamed_on(str(getattr(ref, "__name__", ref))):  # its constructor's own error
+        try:
+            policy = guarded(factory)  # exits refused
+        except (TypeError, ValueError) as exc:  # its options do not fit: the caller's error
+            raise ConfigError(f"policy {ref!r} with options {dict(options or {})}: "
+                              f"{exc}") from None
+    if not isinstance(policy, Policy):
+        raise ConfigError(f"policy {ref!r} built a {type(policy).__name__}, not a Policy")
+    return PolicyServer(policy, serve_options)
 
 
 def server_url(host: str, port: int) -> str:
