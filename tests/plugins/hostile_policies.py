@@ -45,7 +45,8 @@ class Misbehaves(ZeroPolicy):
     """Zero actions; at ``step`` of episode index ``k`` it misbehaves as ``hows[k]`` says
     (a list, one entry per episode index, ``"none"`` for a clean episode), or in that
     episode's reset or end (``where``: ``"act"``, ``"reset"`` or ``"end"``), or in ``load``
-    or its constructor as ``hows[0]`` says (``where="load"`` or ``"init"``), and writes a
+    or its constructor or ``unload`` as ``hows[0]`` says (``where="load"``, ``"init"`` or
+    ``"unload"``), and writes a
     file into ``unloaded_to`` (a folder) when it is unloaded."""
 
     name = "misbehaves"
@@ -87,6 +88,8 @@ class Misbehaves(ZeroPolicy):
             misbehave(how)
 
     def _unload(self) -> None:
+        if self.where == "unload":
+            misbehave(self.hows[0])
         if self.unloaded_to:
             Path(self.unloaded_to).mkdir(parents=True, exist_ok=True)
             (Path(self.unloaded_to) / f"unloaded-{os.getpid()}").write_text("yes")

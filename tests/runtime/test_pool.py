@@ -3,6 +3,7 @@
 import functools
 import os
 import signal
+import time
 
 import pandas as pd
 import pytest
@@ -323,3 +324,19 @@ def test_a_batch_waits_only_for_workers_that_have_asked_and_are_due():
                          deadline=1.2) == 1
     arrivals.forget(1)  # its episode ended: its next request follows a reset
     assert arrivals.due_by(1, 1.005) and arrivals.think[1] == pytest.approx(0.15)
+
+
+def test_closing_a_pool_gives_all_its_hung_processes_one_grace_together():
+    """Two replicas whose policy hangs in ``unload`` (called as they stop): the pool kills
+    both after one grace period, not one each."""
+    config = dict(COMMON, tasks=["reach-v3"], episodes=1, policy="hostile_policies:Misbehaves",
+                  policy_options={"hows": ["hang"], "where": "unload"},
+                  pool={"workers": 1, "replicas": 2})
+    pool = workbench.open_pool(config, 1, 2)
+    assert len(pool.replicas) == 2
+    start = time.monotonic()
+    pool.close(grace_s=3.0)
+    took = time.monotonic() - start
+    assert [p.process.exitcode for p in pool.replicas] == [-signal.SIGKILL] * 2  # really hung
+    assert pool.workers[0].process.exitcode == 0  # the worker stopped when told
+    assert 3.0 <= took < 5.5, took  # one grace (3 s), not one per replica (6 s)

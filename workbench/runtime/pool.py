@@ -39,6 +39,8 @@ from workbench.runtime.sink import RecordSink, RunReport
 from workbench.runtime.worker import worker_main
 
 STATS_TIMEOUT_S = 5.0  # an idle replica answers a stats request at once
+CLOSE_GRACE_S = 10.0
+"""How long a closing pool waits for its processes to stop before it kills them."""
 
 
 @dataclass
@@ -354,17 +356,23 @@ class EvalPool:
                      + [self.replicas[r] for r in sorted(set(self.assignment.values()))])
         return [p.process.pid for p in procs if p.alive]
 
-    def close(self) -> None:
-        for proc in self.workers + self.replicas:
+    def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Tell every process to stop; those still running ``grace_s`` after (one deadline
+        for all, so N hung replicas cost one grace, not N) are killed."""
+        procs = self.workers + self.replicas
+        for proc in procs:
             try:
                 proc.control.send(("stop", None))
             except (BrokenPipeError, OSError):
                 pass
-        for proc in self.workers + self.replicas:
-            proc.process.join(timeout=10)
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            proc.process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in procs:
             if proc.process.is_alive():
                 proc.process.kill()
-                proc.process.join(timeout=5)
+        for proc in procs:
+            proc.process.join(timeout=5)
 
     def __enter__(self) -> "EvalPool":
         return self
