@@ -127,15 +127,20 @@ def test_shards_the_cluster_cannot_hold_are_refused_before_any_claim(tmp_path, l
         assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
 
 
-def test_a_policy_that_does_not_load_stops_the_run_before_any_claim(tmp_path, local_ray):
+@pytest.mark.parametrize("search", [False, True])
+def test_a_policy_that_does_not_load_stops_the_run_before_any_claim(tmp_path, local_ray,
+                                                                    search):
     """The policy's failure, not the shard's: no episode is burnt as an infrastructure
-    error, every one is left for a run whose policy loads."""
-    with pytest.raises(PolicyLoadFailed, match="policy 'misbehaves' did not load: "
-                                               "MemoryError: the policy's own allocation"):
+    error, every one is left for a run whose policy loads; where a shard's search actor
+    found it (search enabled), the error says so alone, without Ray's trace of the actor."""
+    with pytest.raises(PolicyLoadFailed) as caught:
         workbench.run(dict(COMMON, policy="hostile_policies:Misbehaves", backend="ray",
                            policy_options={"hows": ["memory"], "where": "load"},
                            output_dir=str(tmp_path), pool={"workers": 1},
-                           ray={"shards": 1}))
+                           ray={"shards": 1}, search={"enabled": search}))
+    assert str(caught.value).startswith("policy 'misbehaves' did not load: MemoryError: "
+                                        "the policy's own allocation at "), str(caught.value)
+    assert "\n" not in str(caught.value), str(caught.value)
     with sqlite3.connect(tmp_path / "records.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
 

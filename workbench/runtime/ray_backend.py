@@ -428,9 +428,14 @@ def search_shards(ray: Any, job: Job, config: EvalConfig, shards: Sequence[_Shar
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     placement_group=group, placement_group_bundle_index=0)).remote(
                         parts, _sys_path()))
-        return ray.get([actor.search.remote(list(shard.queue), config,
-                                            max(1, math.floor(cpus)), shard.index)
-                        for actor, shard in zip(actors, shards)])
+        try:
+            return ray.get([actor.search.remote(list(shard.queue), config,
+                                                max(1, math.floor(cpus)), shard.index)
+                            for actor, shard in zip(actors, shards)])
+        except ray.exceptions.RayTaskError as exc:  # the search's pool could not load the
+            if isinstance(exc.cause, PolicyLoadFailed):  # policy: its error, without Ray's
+                raise PolicyLoadFailed(str(exc.cause)) from None  # trace of the actor
+            raise
     finally:
         for actor in actors:
             ray.kill(actor)
