@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from workbench.benchmarks.base import check_compatibility
 from workbench.config import EvalConfig
@@ -53,19 +53,27 @@ def build_components(config: EvalConfig) -> Components:
     reads features or emits actions the benchmark does not serve."""
     adapter_cls = config.benchmark_class
     factory = config.policy_factory()
-    with load_blamed_on(str(config.policy)):  # any other error its constructor raises
-        try:
-            policy = guarded(factory)  # exits refused: its error, not the run's end
-        except (TypeError, ValueError) as exc:  # its options do not fit: the config's error
-            raise ConfigError(f"policy {config.policy!r} with options "
-                              f"{dict(config.policy_options)}: {exc}") from None
-    if not isinstance(policy, Policy):
-        raise ValueError(f"policy {config.policy!r} built a {type(policy).__name__}, "
-                         "not a workbench Policy")
+    policy = build_policy(factory, config.policy, config.policy_options)
     check_compatibility(adapter_cls.protocol, policy.capabilities)
     preload = tuple(dict.fromkeys(RUNTIME_PRELOAD + adapter_cls.preload + type(policy).preload))
     return Components(config.adapter_factory(), factory, adapter_cls.protocol,
                       policy.capabilities, policy.name, preload, config.image_size, config.device)
+
+
+def build_policy(factory: Factory, ref: Any, options: Mapping[str, Any]) -> Policy:
+    """The policy ``factory`` builds (not loaded), its exits refused. A TypeError or
+    ValueError of its constructor is the caller's :class:`ConfigError` (the ``options``
+    do not fit); any other error of its code is
+    :class:`~workbench.contracts.results.PolicyLoadFailed` naming ``ref``."""
+    with load_blamed_on(str(getattr(ref, "__name__", ref))):
+        try:
+            policy = guarded(factory)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"policy {ref!r} with options {dict(options)}: {exc}") from None
+    if not isinstance(policy, Policy):
+        raise ConfigError(f"policy {ref!r} built a {type(policy).__name__}, "
+                          "not a workbench Policy")
+    return policy
 
 
 @dataclass

@@ -60,10 +60,9 @@ from workbench.contracts.protocols import (
 )
 from workbench.contracts.results import load_blamed_on
 from workbench.contracts.wire import MAX_FRAME_BYTES, WireError, decode, encode
-from workbench.errors import ConfigError
 from workbench.policies import policy_factory
 from workbench.policies.base import Policy
-from workbench.runtime.guard import guarded
+from workbench.runtime.job import build_policy
 from workbench.service.policy_calls import PolicyCalls, PolicyStuck
 from workbench.wires import check_wire, native, openpi, vla_eval
 from workbench.wires.presets import Preset, choose_preset
@@ -538,15 +537,7 @@ def build_policy_server(ref: Any, options: Mapping[str, Any] | None = None,
     """A :class:`PolicyServer` for the policy ``ref`` names (as
     :func:`workbench.policies.make_policy` builds it, with constructor ``options``)."""
     factory = policy_factory(ref, options, protocol)  # an unknown name or option: raised
-    with load_blamed_on(str(getattr(ref, "__name__", ref))):  # its constructor's own error
-        try:
-            policy = guarded(factory)  # exits refused
-        except (TypeError, ValueError) as exc:  # its options do not fit: the caller's error
-            raise ConfigError(f"policy {ref!r} with options {dict(options or {})}: "
-                              f"{exc}") from None
-    if not isinstance(policy, Policy):
-        raise ConfigError(f"policy {ref!r} built a {type(policy).__name__}, not a Policy")
-    return PolicyServer(policy, serve_options)
+    return PolicyServer(build_policy(factory, ref, options or {}), serve_options)
 
 
 def server_url(host: str, port: int) -> str:
