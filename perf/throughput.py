@@ -5,7 +5,8 @@ Workload: the scripted expert wrapped to pay the vision policy's full cost
 (``expert-vision-cost``: both cameras at 224x224, the VisionPolicy network at every chunk
 boundary, chunks of 8), so episodes end by success as in a real evaluation. Every row
 runs the same episode list; every process is pinned to one math and rendering thread
-(the variables are set before anything is imported and recorded in the JSON).
+(llvmpipe rasterizing in the calling thread, ``LP_NUM_THREADS=0``; the variables are set
+before anything is imported and recorded in the JSON).
 
 Rows (one kind each; the workbench's through its runner, ``workbench.run``):
 
@@ -79,10 +80,12 @@ from __future__ import annotations
 
 import os
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "LP_NUM_THREADS")
-for _variable in THREAD_VARIABLES:  # before numpy, torch or Mesa read them
-    os.environ.setdefault(_variable, "1")
+#: one math thread, and llvmpipe rasterizing in the calling thread (as pin_threads(1))
+THREAD_SETTINGS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                   "LP_NUM_THREADS": "0"}
+THREAD_VARIABLES = tuple(THREAD_SETTINGS)
+for _variable, _value in THREAD_SETTINGS.items():  # before numpy, torch or Mesa read them
+    os.environ.setdefault(_variable, _value)
 
 import argparse  # noqa: E402
 import json  # noqa: E402

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
-os.environ.setdefault("LP_NUM_THREADS", "1")
+os.environ.setdefault("LP_NUM_THREADS", "0")  # llvmpipe in the calling thread
 
 # A package outside the workbench (a policy and a benchmark), importable by the tests'
 # own processes and by the pool and Ray processes they start.

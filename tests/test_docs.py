@@ -61,7 +61,7 @@ def free_port() -> int:
 
 def env_for(folder: Path) -> dict[str, str]:
     return {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"],
-            "PYTHONPATH": str(folder), "LP_NUM_THREADS": "1"}
+            "PYTHONPATH": str(folder), "LP_NUM_THREADS": "0"}
 
 
 def shell(body: str) -> str:

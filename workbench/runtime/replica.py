@@ -116,9 +116,16 @@ def name_process(name: str) -> None:
 
 
 def pin_threads(threads: int) -> None:
-    """Limit math and software-rendering threads of this process (before they start)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LP_NUM_THREADS"):
+    """Limit math and software-rendering threads of this process (before they start).
+
+    One thread means Mesa's llvmpipe rasterizes in the calling thread
+    (``LP_NUM_THREADS=0``): ``LP_NUM_THREADS=1`` starts a rasterizer thread beside the
+    caller, and the hand-off between the two cost 10-15% more CPU per MetaWorld frame
+    here (one pinned process, 224 px, interleaved: 48 against 56 ms per chunk-boundary
+    step, perf/render_threads.py) for the same pixels."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    os.environ["LP_NUM_THREADS"] = "0" if threads == 1 else str(threads)
 
 
 def replica_main(replica_id: int, factory: Callable[[], Policy], context: LoadContext,
