@@ -119,10 +119,12 @@ def pin_threads(threads: int) -> None:
     """Limit math and software-rendering threads of this process (before they start).
 
     One thread means Mesa's llvmpipe rasterizes in the calling thread
-    (``LP_NUM_THREADS=0``): ``LP_NUM_THREADS=1`` starts a rasterizer thread beside the
-    caller, and the hand-off between the two cost 10-15% more CPU per MetaWorld frame
-    here (one pinned process, 224 px, interleaved: 48 against 56 ms per chunk-boundary
-    step, perf/render_threads.py) for the same pixels."""
+    (``LP_NUM_THREADS=0``), the same pixels. ``LP_NUM_THREADS=1`` starts a rasterizer
+    thread beside the caller: one process alone then spent a median 1.16x the CPU per
+    MetaWorld step (0.99-1.38 over nine interleaved rounds, perf/render_threads.py), a
+    hand-off that busy cores hide (cores + 1 processes at once: 1.02x the steps/s,
+    0.79-1.26, no measurable change). So a bound measured in one process alone counts
+    the work, not the hand-off."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     os.environ["LP_NUM_THREADS"] = "0" if threads == 1 else str(threads)
