@@ -43,17 +43,20 @@ Rows (one kind each; the workbench's through its runner, ``workbench.run``):
 episodes, one fixed pool per point of the search's space, the search and its choice, and
 LIBERO-Spatial; ``--policy-bound-only`` only the policy-bound rows below.
 
-With ``--policy-bound``, four more rows on a regime where the policy, not the simulator,
+With ``--policy-bound``, five more rows on a regime where the policy, not the simulator,
 is the cost: ``expert-mlp-cost`` (a wide MLP on the state, chunks of 1, one call at batch
 1 at least 5x a physics step here; no cameras), ``policy-bound pool b1`` and
 ``policy-bound pool`` (8 x cores workers of one environment, one replica per core, max
-batch 1 and 8), ``policy-bound pool lanes`` (one worker per core stepping 8 environments,
-``pool.envs_per_worker``, one replica per core, max batch 8: the same episodes in flight
-and the same batch cap in fewer processes), and ``policy-bound bound`` (cores / (resets,
-physics and observation per step plus the policy's cheapest CPU per item over the batch
-sizes the pool may form, measured in this pinned process)). ``policy_bound_pool_over_bound``
-is the lanes row's (the pool's configuration for this regime), and
-``policy_bound_one_env_pool_over_bound`` the one-environment pool's; their quotient is
+batch 1 and 8), ``policy-bound pool lanes`` and ``policy-bound pool lanes b1`` (one worker
+per core stepping 8 environments, ``pool.envs_per_worker``, one replica per core, max
+batch 8 and 1: the same episodes in flight and the same batch cap in fewer processes), and
+``policy-bound bound`` (cores / (resets, physics and observation per step plus the
+policy's cheapest CPU per item over the batch sizes the pool may form, measured in this
+pinned process)). The lanes configuration is the pool's for this regime:
+``policy_bound_pool_over_bound`` is the lanes row's, and ``batching_factor_policy_bound``
+its max batch 8 against 1 (same workers and replicas);
+``policy_bound_one_env_pool_over_bound`` and ``batching_factor_policy_bound_one_env`` are
+the one-environment pool's; the lanes row over the one-environment pool is
 ``lanes_factor_policy_bound``. The pool rows also say where their core time went
 (``split_*_ms``: :func:`core_time_split`; the unused part's idle cores and driver:
 :func:`unused_core_time`) and how their steady part and their tail after the last claim
@@ -175,8 +178,10 @@ RATIOS: dict[str, tuple[str, str, str]] = {
     "e2e_speedup_vs_vla_eval_best": ("pool chunk", "vla-eval best", "e2e_steps_per_s"),
     "searched_e2e_over_fixed_e2e": ("pool chunk searched", "pool chunk", "e2e_s"),
     # the policy-bound regime
-    "batching_factor_policy_bound": ("policy-bound pool", "policy-bound pool b1",
+    "batching_factor_policy_bound": ("policy-bound pool lanes", "policy-bound pool lanes b1",
                                      "steps_per_s"),
+    "batching_factor_policy_bound_one_env": ("policy-bound pool", "policy-bound pool b1",
+                                             "steps_per_s"),
     "policy_bound_pool_over_bound": ("policy-bound pool lanes", "policy-bound bound",
                                      "steps_per_s"),
     "policy_bound_steady_over_bound": ("policy-bound pool lanes", "policy-bound bound",
@@ -373,13 +378,18 @@ class PolicyBound:
 
         # the same environments in flight (workers x environments) and the same batch cap,
         # in one worker process per core: each worker's lanes' calls go as one batch
-        lanes = PoolConfig(self.cores, self.replicas, max_batch=self.batch, max_wait_ms=5.0,
-                           envs_per_worker=max(1, self.workers // self.cores))
+        def lanes(batch: int) -> PoolConfig:
+            return PoolConfig(self.cores, self.replicas, max_batch=batch, max_wait_ms=5.0,
+                              envs_per_worker=max(1, self.workers // self.cores))
+
         return {
             "policy-bound bound": lambda r: self.bound(),
             "policy-bound pool b1": lambda r: self.run(r, "policy-bound pool b1", pool(1)),
             "policy-bound pool": lambda r: self.run(r, "policy-bound pool", pool(self.batch)),
-            "policy-bound pool lanes": lambda r: self.run(r, "policy-bound pool lanes", lanes),
+            "policy-bound pool lanes": lambda r: self.run(r, "policy-bound pool lanes",
+                                                          lanes(self.batch)),
+            "policy-bound pool lanes b1": lambda r: self.run(r, "policy-bound pool lanes b1",
+                                                             lanes(1)),
         }
 
     def bound(self) -> dict:

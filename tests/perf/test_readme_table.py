@@ -40,7 +40,7 @@ PEERS = {"bound chunk": ("single chunk", "independent loops", "pool chunk", "poo
                          "pool chunk 1 worker", "pool chunk searched"),
          "bound every step": ("sequential", "pool every step", "vla-eval best"),
          "policy-bound bound": ("policy-bound pool b1", "policy-bound pool",
-                                "policy-bound pool lanes")}
+                                "policy-bound pool lanes", "policy-bound pool lanes b1")}
 
 
 def test_no_evaluator_in_the_committed_runs_beats_its_bound():

@@ -19,10 +19,10 @@ SYSTEMS = {"bound chunk", "bound chunk contended", "bound every step", "sequenti
            "independent loops", "pool every step", "pool chunk", "pool chunk b1",
            "pool chunk 1 worker", "pool chunk searched"}
 POLICY_BOUND = {"policy-bound bound", "policy-bound pool b1", "policy-bound pool",
-                "policy-bound pool lanes"}
+                "policy-bound pool lanes", "policy-bound pool lanes b1"}
 POOLS = {"pool every step", "pool chunk", "pool chunk b1", "pool chunk 1 worker",
          "pool chunk searched", "policy-bound pool b1", "policy-bound pool",
-         "policy-bound pool lanes"}
+         "policy-bound pool lanes", "policy-bound pool lanes b1"}
 ALL = SYSTEMS | POLICY_BOUND
 
 
@@ -151,7 +151,7 @@ def test_targets_follow_their_numbers_and_outcomes_agree(tiny):
         assert passed == (value >= float(bound) if op == ">=" else value <= float(bound))
     evaluators = SYSTEMS - {"sequential", "bound chunk", "bound chunk contended",
                             "bound every step", "independent loops"} | {
-        "policy-bound pool", "policy-bound pool lanes"}
+        "policy-bound pool", "policy-bound pool lanes", "policy-bound pool lanes b1"}
     assert set(summary["agreement"]) == evaluators
     for found in summary["agreement"].values():  # deterministic expert: identical outcomes
         assert found == {"success_agreement": 1.0, "terminal_agreement": 1.0}
@@ -173,12 +173,14 @@ def test_the_policy_bound_pools_split_their_core_time(tiny):
     cores = summary["workload"]["cores"]
     for row in summary["rows"]:
         if row["system"] not in ("policy-bound pool", "policy-bound pool b1",
-                                 "policy-bound pool lanes"):
+                                 "policy-bound pool lanes", "policy-bound pool lanes b1"):
             continue
         parts = [row[f"split_{k}_ms"] for k in ("policy", "rest", "unused")]
         # the three parts are the row's core time per step, nothing left out or counted twice
         assert sum(parts) == pytest.approx(cores * 1e3 / row["steps_per_s"])
         assert row["split_policy_ms"] > 0 and row["split_rest_ms"] > 0
+        if row["system"].endswith(" b1"):  # the batching factors' denominators
+            assert row["mean_batch"] == 1.0
         # 2 episodes on 4 workers (or 2 workers of 2 environments, each holding one more
         # queued) are all claimed at once: no steady part to rate
         assert row["steady_steps_per_s"] is None and row["tail_share"] == 1.0
