@@ -172,8 +172,7 @@ def test_the_policy_bound_pools_split_their_core_time(tiny):
     summary = tiny[0]
     cores = summary["workload"]["cores"]
     for row in summary["rows"]:
-        if row["system"] not in ("policy-bound pool", "policy-bound pool b1",
-                                 "policy-bound pool lanes", "policy-bound pool lanes b1"):
+        if row["system"] not in POOLS & POLICY_BOUND:
             continue
         parts = [row[f"split_{k}_ms"] for k in ("policy", "rest", "unused")]
         # the three parts are the row's core time per step, nothing left out or counted twice
